@@ -1,0 +1,65 @@
+"""The ``frota`` command: one entry point, one module per subcommand under ``frota.commands``.
+
+Every subcommand module exposes ``register(subparsers)``, which adds its parser and sets
+``func`` (taking the parsed namespace, returning the exit status). User errors are raised as
+:class:`frota.errors.UserError` and printed as one line; no traceback reaches the user for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+from frota import __version__
+from frota.commands import decode
+from frota.errors import UserError
+
+#: The subcommands, in the order ``frota --help`` lists them.
+COMMAND_MODULES: tuple[ModuleType, ...] = (decode,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="frota",
+        description="Frota: telemetry for intercity buses (registrador, GPS, door counters) "
+        "from the bus to the law.",
+    )
+    parser.add_argument("--version", action="version", version=f"frota {__version__}")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="logging threshold for messages on stderr (default INFO)",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for module in COMMAND_MODULES:
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 ok, 1 user error)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        status: int = args.func(args)
+    except UserError as err:
+        print(f"frota {args.command}: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

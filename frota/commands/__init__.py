@@ -1,0 +1,1 @@
+"""One module per ``frota`` subcommand; each exposes ``register(subparsers)``."""
