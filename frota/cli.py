@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from frota import __version__
-from frota.commands import decode
+from frota.commands import decode, sim
 from frota.errors import UserError
 
 #: The subcommands, in the order ``frota --help`` lists them.
-COMMAND_MODULES: tuple[ModuleType, ...] = (decode,)
+COMMAND_MODULES: tuple[ModuleType, ...] = (decode, sim)
 
 
 def build_parser() -> argparse.ArgumentParser:

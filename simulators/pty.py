@@ -1,0 +1,158 @@
+"""A simulated serial port: the master side of a pseudo-terminal, paced at the line's baud rate.
+
+The reader (the agent, a test, ``frota decode``) opens the *slave* path like any serial device,
+e.g. ``serial.Serial(path)``. With ``link`` the slave path is also reachable at a fixed path (a
+symlink, re-pointed atomically on replug), so a reader's configuration need not change.
+
+Unplugging closes the master (and the simulator's handle on the slave): the reader's next read
+fails (EIO, or pyserial's "device reports readiness to read but returned no data"), as when a USB
+adapter is pulled. Replugging opens a new pair; the reader must reopen the (link) path.
+
+The standard library has the pty primitives (``os.openpty``, ``tty.setraw``); no serial library
+simulates a device end, so this small wrapper is written here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import select
+import time
+import tty
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: Bits on the wire per byte at 8N1: start bit, 8 data bits, stop bit.
+BITS_PER_BYTE = 10
+
+
+class PtyPort:
+    """The device end of a pseudo-terminal serial line."""
+
+    def __init__(
+        self, link: str | Path | None = None, baud: int = 115_200, stall_timeout_s: float = 2.0
+    ) -> None:
+        self.link = Path(link) if link is not None else None
+        self.baud = baud
+        self.stall_timeout_s = stall_timeout_s
+        self.master: int | None = None
+        self._slave: int | None = None
+        self.slave_path = ""
+        self._line_free_at = 0.0
+        self._inbox = bytearray()
+        self.bytes_written = 0
+        self.overrun_bytes = 0
+        self.opens = 0
+        """How many times the port was opened (1 + replugs)."""
+
+    @property
+    def path(self) -> str:
+        """The path a reader should open: the link if there is one, else the slave's path."""
+        if self.link is not None:
+            return str(self.link)
+        return self.slave_path
+
+    @property
+    def plugged(self) -> bool:
+        """True while the pty is open (the cable is in)."""
+        return self.master is not None
+
+    def open(self) -> str:
+        """Open a new pty pair in raw mode, point the link at it and return :attr:`path`."""
+        master, slave = os.openpty()
+        tty.setraw(slave)
+        os.set_blocking(master, False)
+        self.master, self._slave = master, slave
+        self.slave_path = os.ttyname(slave)
+        self.opens += 1
+        if self.link is not None:
+            tmp = self.link.with_name(f".{self.link.name}.{os.getpid()}.tmp")
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            tmp.symlink_to(self.slave_path)
+            tmp.replace(self.link)
+        self._line_free_at = time.monotonic()
+        log.info("serial line at %s (%s)", self.path, self.slave_path)
+        return self.path
+
+    def unplug(self) -> None:
+        """Close the pty (the reader sees a hangup); the link is left dangling."""
+        for fd in (self.master, self._slave):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.master = self._slave = None
+        self._inbox.clear()
+
+    def close(self) -> None:
+        """Unplug and remove the link."""
+        self.unplug()
+        if self.link is not None and self.link.is_symlink():
+            with contextlib.suppress(OSError):
+                self.link.unlink()
+
+    def fileno(self) -> int:
+        """The master's file descriptor (for select); ValueError when unplugged."""
+        if self.master is None:
+            raise ValueError("the port is unplugged")
+        return self.master
+
+    def transmit_seconds(self, nbytes: int) -> float:
+        """Time the line takes to carry ``nbytes`` at the configured baud (0 if unpaced)."""
+        return nbytes * BITS_PER_BYTE / self.baud if self.baud > 0 else 0.0
+
+    def _pull(self) -> None:
+        """Move whatever the reader sent into the inbox (non-blocking)."""
+        if self.master is None:
+            return
+        while True:
+            try:
+                data = os.read(self.master, 4096)
+            except BlockingIOError:
+                return
+            except OSError as err:
+                if err.errno == errno.EIO:  # no reader has the slave open: nothing to read
+                    return
+                raise
+            if not data:
+                return
+            self._inbox += data
+
+    def read(self) -> bytes:
+        """Everything the reader has sent since the last call (never blocks)."""
+        self._pull()
+        data = bytes(self._inbox)
+        self._inbox.clear()
+        return data
+
+    def write(self, data: bytes) -> int:
+        """Send ``data`` at the line rate; bytes the reader never drains are lost (an overrun)."""
+        if self.master is None or not data:
+            return 0
+        now = time.monotonic()
+        if self._line_free_at > now:  # the previous bytes are still on the wire
+            time.sleep(self._line_free_at - now)
+        view = memoryview(data)
+        deadline = time.monotonic() + self.stall_timeout_s
+        sent = 0
+        while sent < len(view):
+            try:
+                sent += os.write(self.master, view[sent:])
+                continue
+            except BlockingIOError:
+                pass
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                # Nobody drains the line: a real UART would keep transmitting into the void.
+                self.overrun_bytes += len(view) - sent
+                break
+            self._pull()
+            select.select([], [self.master], [], min(remaining, 0.05))
+        self.bytes_written += sent
+        self._line_free_at = max(time.monotonic(), self._line_free_at) + self.transmit_seconds(
+            len(data)
+        )
+        return sent
