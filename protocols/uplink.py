@@ -103,6 +103,21 @@ def encode_batch(
     return zstandard.ZstdCompressor(level=level).compress(body)
 
 
+def encode_batch_json(
+    vehicle: str, agent: str, records_json: Sequence[str], *, compress: bool = True, level: int = 3
+) -> bytes:
+    """The same payload as :func:`encode_batch` from records already serialised as JSON objects.
+
+    The agent's buffer stores each record's JSON once; splicing it avoids a parse and a dump per
+    record on the Pi.
+    """
+    head = _dumps({"schema": PAYLOAD_SCHEMA, "vehicle": vehicle, "agent": agent, "records": []})
+    body = head[:-3] + b"[" + ",".join(records_json).encode() + b"]}"
+    if not compress:
+        return body
+    return zstandard.ZstdCompressor(level=level).compress(body)
+
+
 def _loads(payload: bytes) -> Any:
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise PayloadError(f"oversized payload: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")

@@ -1,0 +1,381 @@
+"""The durable buffer on the Pi: SQLite in WAL mode, records numbered 1, 2, 3, … with no gaps.
+
+A record is *captured* once its transaction commits. ``seq`` is assigned inside the committing
+transaction (the next number after the largest one stored), so a crash or SIGKILL can never leave
+a gap or reuse a number. Registrador frames are deduplicated by (source, device epoch,
+``device_seq``): the same frame received live and again by a history download is one record.
+Nothing is deleted before the collector confirms it: each record carries its upload state
+(pending, stored, rejected with the collector's reason).
+
+One :class:`Buffer` (one sqlite3 connection) per thread: WAL lets the uplink read while the
+writer commits. The schema is migrated by name (the ``migrations`` table).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+from protocols.records import Record, ts_to_ms
+
+PENDING: Final = 0
+STORED: Final = 1
+REJECTED: Final = 2
+
+#: Named migrations, applied in order once each. Append; never edit one that has shipped.
+MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
+    (
+        "0001-records",
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE records (
+            seq INTEGER PRIMARY KEY,          -- 1, 2, 3, ... assigned in the commit
+            ts_ms INTEGER NOT NULL,           -- the record's ts, for retention and ordering
+            kind TEXT NOT NULL,
+            source TEXT NOT NULL,             -- the configured device name, or 'agent'
+            device_epoch INTEGER NOT NULL DEFAULT 0,
+            device_seq INTEGER,               -- the device's own frame number (registrador)
+            body TEXT NOT NULL,               -- the canonical record as JSON, agent and seq included
+            state INTEGER NOT NULL DEFAULT 0, -- 0 pending, 1 stored, 2 rejected
+            reason TEXT,                      -- the collector's reason for a rejection
+            captured_ms INTEGER NOT NULL,     -- host wall clock at commit (diagnostics only)
+            acked_ms INTEGER                  -- host wall clock at the collector's answer
+        );
+        CREATE UNIQUE INDEX records_device_frame
+            ON records (source, device_epoch, device_seq) WHERE device_seq IS NOT NULL;
+        CREATE INDEX records_pending ON records (seq) WHERE state = 0;
+        CREATE INDEX records_ts ON records (ts_ms);
+        """,
+    ),
+)
+
+
+class BufferError(RuntimeError):
+    """The buffer's database cannot be opened, migrated or written."""
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many records the buffer holds in each upload state."""
+
+    pending: int
+    stored: int
+    rejected: int
+    last_seq: int
+
+
+def _wall_ms() -> int:
+    # Diagnostics only (when a record was captured or acknowledged); never a record's ts.
+    return int(datetime.now(tz=UTC).timestamp() * 1000)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        # FULL: a committed record survives a power cut, not only a crash (issue 5).
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except (sqlite3.Error, OSError) as err:
+        raise BufferError(f"cannot open the buffer {path}: {err}") from err
+    return conn
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply the migrations not yet applied; return their names."""
+    applied: list[str] = []
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_ms INTEGER NOT NULL)"
+    )
+    done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, _wall_ms()))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied
+
+
+def _body(rec: Record, agent: str, seq: int) -> str:
+    """The record as stored and sent: common fields first, then agent and seq, then the rest."""
+    out: dict[str, Any] = {"vehicle": rec["vehicle"], "ts": rec["ts"], "kind": rec["kind"]}
+    out["agent"] = agent
+    out["seq"] = seq
+    for key, value in rec.items():
+        if key not in out:
+            out[key] = value
+    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+
+
+class Buffer:
+    """One connection to the buffer: capture records, read pending ones, mark answers."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.conn = _connect(self.path)
+        try:
+            migrate(self.conn)
+            self.agent = self._agent_id()
+        except sqlite3.Error as err:
+            self.conn.close()
+            raise BufferError(f"cannot prepare the buffer {self.path}: {err}") from err
+
+    def _agent_id(self) -> str:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'agent'").fetchone()
+        if row is not None:
+            return str(row[0])
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'agent'").fetchone()
+            agent = str(row[0]) if row is not None else str(uuid.uuid4())
+            self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('agent', ?)", (agent,))
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        return agent
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def add(self, items: Sequence[tuple[str, Record]]) -> list[int]:
+        """Capture (source, record) pairs in one transaction; return the seqs given (dupes skipped)."""
+        if not items:
+            return []
+        now = _wall_ms()
+        seqs: list[int] = []
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                (last,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()
+                seq = int(last) + 1
+                for source, rec in items:
+                    device_seq = rec.get("device_seq")
+                    cur = self.conn.execute(
+                        "INSERT OR IGNORE INTO records "
+                        "(seq, ts_ms, kind, source, device_epoch, device_seq, body, captured_ms) "
+                        "VALUES (?, ?, ?, ?, 0, ?, ?, ?)",
+                        (
+                            seq,
+                            ts_to_ms(rec["ts"]),
+                            rec["kind"],
+                            source,
+                            device_seq,
+                            _body(rec, self.agent, seq),
+                            now,
+                        ),
+                    )
+                    if cur.rowcount == 1:
+                        seqs.append(seq)
+                        seq += 1
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as err:
+            raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err
+        return seqs
+
+    def pending(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str]]:
+        """Pending records with ``after < seq [<= upto]``, oldest first: (seq, JSON body)."""
+        if upto is None:
+            rows = self.conn.execute(
+                "SELECT seq, body FROM records WHERE state = 0 AND seq > ? ORDER BY seq LIMIT ?",
+                (after, limit),
+            ).fetchall()
+        else:
+            rows = self.conn.execute(
+                "SELECT seq, body FROM records WHERE state = 0 AND seq > ? AND seq <= ? "
+                "ORDER BY seq LIMIT ?",
+                (after, upto, limit),
+            ).fetchall()
+        return [(int(s), str(b)) for s, b in rows]
+
+    def pending_of(self, seqs: Iterable[int]) -> list[tuple[int, str]]:
+        """Those of ``seqs`` still pending, oldest first: (seq, JSON body)."""
+        wanted = sorted(set(seqs))
+        out: list[tuple[int, str]] = []
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            out.extend(
+                (int(s), str(b))
+                for s, b in self.conn.execute(
+                    f"SELECT seq, body FROM records WHERE state = 0 AND seq IN ({marks}) "
+                    "ORDER BY seq",
+                    chunk,
+                )
+            )
+        return out
+
+    def mark(
+        self, stored: Sequence[tuple[int, int]], rejected: Sequence[tuple[int, int, str]]
+    ) -> int:
+        """Record the collector's answer: stored ranges, rejected ranges with reasons; return rows."""
+        now = _wall_ms()
+        changed = 0
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                for first, last in stored:
+                    changed += self.conn.execute(
+                        "UPDATE records SET state = 1, acked_ms = ? "
+                        "WHERE seq BETWEEN ? AND ? AND state = 0",
+                        (now, first, last),
+                    ).rowcount
+                for first, last, reason in rejected:
+                    changed += self.conn.execute(
+                        "UPDATE records SET state = 2, reason = ?, acked_ms = ? "
+                        "WHERE seq BETWEEN ? AND ? AND state = 0",
+                        (reason, now, first, last),
+                    ).rowcount
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as err:
+            raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err
+        return changed
+
+    def last_seq(self) -> int:
+        """The largest seq captured (0 when empty)."""
+        (last,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()
+        return int(last)
+
+    def counts(self) -> Counts:
+        """Records per upload state and the last seq."""
+        by_state = dict(
+            self.conn.execute("SELECT state, COUNT(*) FROM records GROUP BY state").fetchall()
+        )
+        return Counts(
+            pending=int(by_state.get(PENDING, 0)),
+            stored=int(by_state.get(STORED, 0)),
+            rejected=int(by_state.get(REJECTED, 0)),
+            last_seq=self.last_seq(),
+        )
+
+    def last_device_seq(self, source: str) -> int | None:
+        """The largest ``device_seq`` captured from ``source`` (for the registrador's catch-up)."""
+        row = self.conn.execute(
+            "SELECT MAX(device_seq) FROM records WHERE source = ? AND device_epoch = "
+            "(SELECT COALESCE(MAX(device_epoch), 0) FROM records WHERE source = ?)",
+            (source, source),
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
+
+class BufferWriter:
+    """The one writer thread: batches records into commits bounded by size and time."""
+
+    def __init__(self, path: str | Path, commit_records: int = 200, commit_interval_ms: int = 200):
+        self.buffer = Buffer(path)
+        self.commit_records = commit_records
+        self.commit_interval_s = commit_interval_ms / 1000.0
+        self._queue: queue.Queue[tuple[str, Record] | None] = queue.Queue()
+        self._listeners: list[threading.Event] = []
+        self._thread = threading.Thread(target=self._run, name="buffer-writer", daemon=True)
+        self.captured = 0
+        self.duplicates = 0
+        self.commits = 0
+        self.error: BaseException | None = None
+
+    @property
+    def agent(self) -> str:
+        """The buffer's agent id."""
+        return self.buffer.agent
+
+    def notify(self, event: threading.Event) -> None:
+        """Set ``event`` after every commit that captured something."""
+        self._listeners.append(event)
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._thread.start()
+
+    def put(self, source: str, record: Record) -> None:
+        """Queue a record for the next commit (captured only once committed)."""
+        self._queue.put((source, record))
+
+    def put_many(self, source: str, records: Iterable[Record]) -> None:
+        """Queue several records from one source."""
+        for rec in records:
+            self._queue.put((source, rec))
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            item = self._queue.get()
+            if item is None:
+                break
+            batch = [item]
+            deadline = time.monotonic() + self.commit_interval_s
+            while len(batch) < self.commit_records:
+                remaining = deadline - time.monotonic()
+                try:
+                    nxt = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                batch.append(nxt)
+            self._commit(batch)
+        # Flush whatever was queued behind the stop marker.
+        rest: list[tuple[str, Record]] = []
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                rest.append(item)
+        if rest:
+            self._commit(rest)
+
+    def _commit(self, batch: list[tuple[str, Record]]) -> None:
+        try:
+            seqs = self.buffer.add(batch)
+        except BufferError as err:
+            # Keep the records in memory and retry on the next round rather than drop them.
+            self.error = err
+            for item in batch:
+                self._queue.put(item)
+            time.sleep(1.0)
+            return
+        self.commits += 1
+        self.captured += len(seqs)
+        self.duplicates += len(batch) - len(seqs)
+        if seqs:
+            for event in self._listeners:
+                event.set()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Flush the queue into the buffer and stop the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+        self.buffer.close()
+
+
+def dumps_body(rec: Record, agent: str, seq: int) -> str:
+    """The stored JSON of a record (exposed for tests and tools)."""
+    return _body(rec, agent, seq)

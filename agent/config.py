@@ -1,0 +1,273 @@
+"""The agent's configuration: one TOML file (``frota agent run --config agent.toml``), validated.
+
+Every key is documented in ``firmware-notes/agent-config.md``; ``firmware-notes/agent.example.toml``
+is a complete example that the tests load. A bad file is refused with one line naming the key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import unquote, urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key and what is wrong."""
+
+
+#: A vehicle id is used in MQTT topics: no wildcards, no slashes, no spaces.
+VEHICLE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: Protocols the agent has a source for (device kind → the records' ``device`` field).
+SOURCE_PROTOCOLS: dict[str, str] = {"registrador": "registrador", "nmea": "gps", "apc": "apc"}
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CounterConfig(_Strict):
+    """One door counter on the RS-485 line: its bus address and the door numbers of its channels."""
+
+    address: Annotated[int, Field(ge=1, le=247)]
+    doors: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+
+
+class DeviceConfig(_Strict):
+    """One serial device: its protocol and line settings."""
+
+    name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
+    protocol: Literal["registrador", "nmea", "apc"]
+    port: Annotated[str, Field(min_length=1)]
+    baudrate: Annotated[int, Field(gt=0)] = 115_200
+    bytesize: Literal[5, 6, 7, 8] = 8
+    parity: Literal["N", "E", "O", "M", "S"] = "N"
+    stopbits: float = 1
+    silent_after_s: Annotated[float, Field(gt=0)] = 5.0
+    reopen_min_s: Annotated[float, Field(gt=0)] = 0.5
+    reopen_max_s: Annotated[float, Field(gt=0)] = 30.0
+    poll_interval_s: Annotated[float, Field(gt=0)] = 0.5
+    reply_timeout_s: Annotated[float, Field(gt=0)] = 0.1
+    counters: list[CounterConfig] = Field(default_factory=list)
+
+    @property
+    def device(self) -> str:
+        """The records' ``device`` value for this device (registrador, gps, apc)."""
+        return SOURCE_PROTOCOLS[self.protocol]
+
+    @model_validator(mode="after")
+    def _check(self) -> DeviceConfig:
+        if self.protocol == "apc" and not self.counters:
+            raise ValueError("counters: an apc device needs at least one [[devices.counters]]")
+        if self.protocol != "apc" and self.counters:
+            raise ValueError(f"counters: only apc devices have counters, not {self.protocol}")
+        addresses = [c.address for c in self.counters]
+        if len(set(addresses)) != len(addresses):
+            raise ValueError("counters: two counters share an address")
+        doors = [d for c in self.counters for d in c.doors]
+        if len(set(doors)) != len(doors):
+            raise ValueError("counters: a door number is used twice")
+        if self.stopbits not in (1, 1.5, 2):
+            raise ValueError(f"stopbits: {self.stopbits} is not 1, 1.5 or 2")
+        if self.reopen_max_s < self.reopen_min_s:
+            raise ValueError("reopen_max_s: must be >= reopen_min_s")
+        return self
+
+
+class TlsConfig(_Strict):
+    """TLS for ``mqtts://``: the CA to trust and, for client certificates, the cert and key."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    insecure: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> TlsConfig:
+        for key in ("ca_file", "cert_file", "key_file"):
+            path = getattr(self, key)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{key}: no such file {str(path)!r}")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file: cert_file and key_file go together")
+        return self
+
+
+class BrokerConfig(_Strict):
+    """The MQTT broker and how to log in."""
+
+    url: str
+    client_id: str | None = None
+    username: str | None = None
+    password: str | None = None
+    password_file: Path | None = None
+    keepalive_s: Annotated[int, Field(ge=5, le=65535)] = 30
+    tls: TlsConfig = Field(default_factory=TlsConfig)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("mqtt", "mqtts"):
+            raise ValueError(f"{value!r} is not an mqtt:// or mqtts:// URL")
+        if not parts.hostname:
+            raise ValueError(f"{value!r} has no host")
+        try:
+            parts.port  # noqa: B018 - raises ValueError on a bad port
+        except ValueError as err:
+            raise ValueError(f"{value!r} has a bad port") from err
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> BrokerConfig:
+        if self.password is not None and self.password_file is not None:
+            raise ValueError("password_file: give password or password_file, not both")
+        if self.password_file is not None and not self.password_file.is_file():
+            raise ValueError(f"password_file: no such file {str(self.password_file)!r}")
+        return self
+
+    @property
+    def tls_enabled(self) -> bool:
+        """True for ``mqtts://``."""
+        return urlsplit(self.url).scheme == "mqtts"
+
+    @property
+    def host(self) -> str:
+        """The broker's host name."""
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        """The broker's port (1883 for mqtt://, 8883 for mqtts:// by default)."""
+        return urlsplit(self.url).port or (8883 if self.tls_enabled else 1883)
+
+    def credentials(self) -> tuple[str | None, str | None]:
+        """Username and password: from the keys, the password file, or the URL's user info."""
+        parts = urlsplit(self.url)
+        user = self.username or (unquote(parts.username) if parts.username else None)
+        password = self.password
+        if password is None and self.password_file is not None:
+            password = self.password_file.read_text().strip()
+        if password is None and parts.password:
+            password = unquote(parts.password)
+        return user, password
+
+
+class BufferConfig(_Strict):
+    """The durable buffer on the Pi."""
+
+    path: Path
+    commit_records: Annotated[int, Field(ge=1, le=100_000)] = 200
+    commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 200
+    retention_days: Annotated[int, Field(ge=1)] = 90
+
+
+class UplinkConfig(_Strict):
+    """How records are batched and sent."""
+
+    batch_records: Annotated[int, Field(ge=1, le=10_000)] = 500
+    batch_interval_ms: Annotated[int, Field(ge=0, le=600_000)] = 1000
+    max_in_flight: Annotated[int, Field(ge=1, le=100)] = 8
+    ack_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    compress: bool = True
+
+
+class AgentConfig(_Strict):
+    """The whole agent configuration."""
+
+    vehicle: str
+    devices: list[DeviceConfig] = Field(default_factory=list)
+    buffer: BufferConfig
+    broker: BrokerConfig
+    uplink: UplinkConfig = Field(default_factory=UplinkConfig)
+
+    @field_validator("vehicle")
+    @classmethod
+    def _vehicle(cls, value: str) -> str:
+        if not VEHICLE_RE.match(value):
+            raise ValueError(f"{value!r} must be 1-64 letters, digits, '_', '.' or '-'")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> AgentConfig:
+        names = [d.name for d in self.devices]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"devices: two devices are named {name!r}")
+        for proto in ("registrador", "nmea"):
+            if sum(d.protocol == proto for d in self.devices) > 1:
+                raise ValueError(f"devices: more than one {proto} device")
+        return self
+
+    @property
+    def client_id(self) -> str:
+        """The MQTT client id (default ``frota-<vehicle>``)."""
+        return self.broker.client_id or f"frota-{self.vehicle}"
+
+
+def _key(loc: tuple[int | str, ...], data: Any) -> str:
+    """A pydantic error location → the TOML key as the user wrote it (``devices[1].parity``)."""
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+        try:
+            node = node[part]
+        except (KeyError, IndexError, TypeError):
+            node = None
+    return out
+
+
+def _message(err: ValidationError, data: Any) -> str:
+    first = err.errors()[0]
+    loc = tuple(first["loc"])
+    msg = str(first["msg"])
+    key = _key(loc, data)
+    # A model-level check says which key it is about as "key: what is wrong".
+    if msg.startswith("Value error, "):
+        msg = msg.removeprefix("Value error, ")
+        sub, sep, rest = msg.partition(": ")
+        if sep and re.fullmatch(r"[a-z_]+", sub):
+            key = f"{key}.{sub}" if key else sub
+            msg = rest
+    if first["type"] == "missing":
+        msg = "missing (required)"
+    elif first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    return f"{key or '(top level)'}: {msg}"
+
+
+def parse_config(data: dict[str, Any]) -> AgentConfig:
+    """Validate a parsed TOML document; raise ConfigError naming the first bad key."""
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_message(err, data)) from err
+
+
+def load_config(path: str | Path) -> AgentConfig:
+    """Read and validate an agent TOML file; raise ConfigError with a one-line reason."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read {path}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path} is not UTF-8 text") from err
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path} is not valid TOML: {err}") from err
+    config = parse_config(data)
+    # Relative paths in the file are relative to the file, not to the working directory.
+    base = path.resolve().parent
+    buffer_path = config.buffer.path if config.buffer.path.is_absolute() else base / config.buffer.path
+    return config.model_copy(
+        update={"buffer": config.buffer.model_copy(update={"path": buffer_path})}
+    )
