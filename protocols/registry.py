@@ -25,6 +25,7 @@ class ProtocolInfo:
 #: name -> module that defines ``PROTOCOL: ProtocolInfo``; imported on first use.
 _MODULES: dict[str, str] = {
     "registrador": "protocols.registrador",
+    "nmea": "protocols.nmea",
 }
 
 
