@@ -86,8 +86,8 @@ def _coordinate(value: str, hemisphere: str, positive: str, negative: str, limit
         degrees = float(dm_to_sd(value))
     except _PARSE_ERRORS as err:
         raise SentenceRejected("malformed", f"coordinate {value!r}") from err
-    minutes = degrees % 1 * 60
-    if hemisphere not in (positive, negative) or not 0 <= degrees <= limit or minutes >= 60:
+    minutes = value[value.find(".") - 2 :]  # dm_to_sd accepted the form: minutes are 'mm.mmm'
+    if hemisphere not in (positive, negative) or not 0 <= degrees <= limit or minutes >= "60":
         raise SentenceRejected("malformed", f"coordinate {value!r} {hemisphere!r}")
     return -degrees if hemisphere == negative else degrees
 
