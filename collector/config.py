@@ -1,0 +1,202 @@
+"""The collector's configuration file (TOML): broker, database, registry, HTTP; validated at start.
+
+Every key is documented in ``docs/collector.md``; ``collector/collector.example.toml`` is a
+complete example. A bad file is refused with one line naming the key and what is wrong.
+Relative paths are taken from the directory of the configuration file.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from protocols.uplink import MAX_PAYLOAD_BYTES
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TLSConfig(_Strict):
+    """TLS settings for ``mqtts://`` brokers."""
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    #: Skip the broker's hostname check (never in production).
+    insecure: bool = False
+
+
+class BrokerConfig(_Strict):
+    """Where and how the collector connects to MQTT."""
+
+    url: str = "mqtt://127.0.0.1:1883"
+    client_id: Annotated[str, Field(min_length=1, max_length=128)] = "frota-collector"
+    username: str | None = None
+    password: str | None = None
+    keepalive: Annotated[int, Field(ge=5, le=3600)] = 30
+    tls: TLSConfig = TLSConfig()
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("mqtt", "mqtts"):
+            raise ValueError(f"{value!r} must start with mqtt:// or mqtts://")
+        if not parts.hostname:
+            raise ValueError(f"{value!r} has no host")
+        try:
+            _ = parts.port
+        except ValueError as err:
+            raise ValueError(f"{value!r} has a bad port") from err
+        return value
+
+    @property
+    def host(self) -> str:
+        """The broker's host name."""
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        """The broker's port (1883 for mqtt://, 8883 for mqtts:// unless given)."""
+        return urlsplit(self.url).port or (8883 if self.uses_tls else 1883)
+
+    @property
+    def uses_tls(self) -> bool:
+        """True for ``mqtts://``."""
+        return urlsplit(self.url).scheme == "mqtts"
+
+
+class DatabaseConfig(_Strict):
+    """The store: a SQLite file (the default) or a PostgreSQL DSN."""
+
+    path: Path | None = None
+    dsn: str | None = None
+    #: SQLite only: ``full`` makes a committed (so acknowledged) batch survive a power cut.
+    synchronous: Literal["full", "normal"] = "full"
+
+    @field_validator("dsn")
+    @classmethod
+    def _dsn(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("postgresql", "postgres"):
+            raise ValueError(f"{value!r} must start with postgresql://")
+        return value
+
+    @property
+    def url(self) -> str:
+        """What :func:`collector.store.open_store` takes: the DSN or the SQLite path."""
+        if self.dsn is not None:
+            return self.dsn
+        return str(self.path if self.path is not None else Path("collector.db"))
+
+
+class HTTPConfig(_Strict):
+    """Where the HTTP API (``/health``, ``/records``) listens."""
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8080
+
+
+class IngestConfig(_Strict):
+    """Limits of the ingest loop."""
+
+    #: Largest payload accepted (bytes on the wire); never above the protocol's limit.
+    max_payload_bytes: Annotated[int, Field(ge=1024, le=MAX_PAYLOAD_BYTES)] = MAX_PAYLOAD_BYTES
+    #: Seconds without news after which an agent that said ``online`` is shown as ``stale``.
+    stale_after_s: Annotated[float, Field(gt=0)] = 300.0
+
+
+class CollectorConfig(_Strict):
+    """The whole configuration file."""
+
+    registry: Path
+    broker: BrokerConfig = BrokerConfig()
+    database: DatabaseConfig = DatabaseConfig()
+    http: HTTPConfig = HTTPConfig()
+    ingest: IngestConfig = IngestConfig()
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = None
+
+
+def _resolve(base: Path, path: Path | None) -> Path | None:
+    if path is None:
+        return None
+    path = path.expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _describe(err: ValidationError) -> str:
+    first = err.errors()[0]
+    key = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif first["type"] == "missing":
+        message = "missing (required)"
+    message = message.removeprefix("Value error, ")
+    return f"{key}: {message}"
+
+
+def parse_config(text: str, base: Path, name: str = "collector.toml") -> CollectorConfig:
+    """Parse and validate TOML text; relative paths are resolved against ``base``."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{name}: not valid TOML: {err}") from err
+    try:
+        config = CollectorConfig.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(f"{name}: {_describe(err)}") from err
+    if config.database.path is not None and config.database.dsn is not None:
+        raise ConfigError(f"{name}: database: give path or dsn, not both")
+    tls = config.broker.tls
+    if (tls.cert_file is None) != (tls.key_file is None):
+        raise ConfigError(f"{name}: broker.tls: cert_file and key_file go together")
+    if config.broker.password is not None and config.broker.username is None:
+        raise ConfigError(f"{name}: broker.password: given without broker.username")
+    resolved_tls = tls.model_copy(
+        update={
+            "ca_file": _resolve(base, tls.ca_file),
+            "cert_file": _resolve(base, tls.cert_file),
+            "key_file": _resolve(base, tls.key_file),
+        }
+    )
+    database = config.database
+    if database.dsn is None:
+        database = database.model_copy(
+            update={"path": _resolve(base, database.path or Path("collector.db"))}
+        )
+    return config.model_copy(
+        update={
+            "registry": _resolve(base, config.registry),
+            "broker": config.broker.model_copy(update={"tls": resolved_tls}),
+            "database": database,
+        }
+    )
+
+
+def load_config(path: Path) -> CollectorConfig:
+    """Read and validate a configuration file; ConfigError with a one-line reason otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"cannot read {path}: {err.strerror}") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text") from err
+    config = parse_config(text, path.resolve().parent, path.name)
+    for key, file in (
+        ("registry", config.registry),
+        ("broker.tls.ca_file", config.broker.tls.ca_file),
+        ("broker.tls.cert_file", config.broker.tls.cert_file),
+        ("broker.tls.key_file", config.broker.tls.key_file),
+    ):
+        if file is not None and not file.is_file():
+            raise ConfigError(f"{path.name}: {key}: no such file {file}")
+    return config

@@ -1,0 +1,388 @@
+"""MQTT ingest: agents' batches → validated records in the store → end-to-end acknowledgements.
+
+A paho-mqtt 2.x client with a fixed client id and a persistent session (clean_session False)
+subscribes at QoS 1 to every vehicle's ``up`` and ``status`` topics. For each batch it decodes the
+payload, checks every record, stores the valid ones and the rejects in ONE transaction, and only
+after the commit publishes the :class:`~protocols.uplink.Ack` (QoS 1) and PUBACKs the message
+(manual acks, so a collector that dies before its commit gets the batch again from the broker).
+Nothing raises out of the callback: a payload that cannot be read becomes a row in ``rejects``
+and, where the agent and its seqs can be read, a negative acknowledgement. The work per message is
+bounded by the payload limits of :mod:`protocols.uplink`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+import paho.mqtt.client as mqtt
+import zstandard
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+
+from collector.config import BrokerConfig
+from collector.store import Reject, Store, StoreError, record_row
+from protocols.records import ms_to_ts
+from protocols.uplink import (
+    MAX_DECOMPRESSED_BYTES,
+    MAX_PAYLOAD_BYTES,
+    TOPIC_ROOT,
+    UP_SUBSCRIPTION,
+    ZSTD_MAGIC,
+    Ack,
+    PayloadError,
+    ack_topic,
+    check_record,
+    decode_batch,
+    encode_ack,
+    seq_ranges,
+    vehicle_of_topic,
+)
+
+log = logging.getLogger(__name__)
+
+STATUS_SUBSCRIPTION: Final = f"{TOPIC_ROOT}/+/status"
+#: Oversized payloads up to this size are still read to find the agent and seqs to reject.
+PEEK_LIMIT: Final = 4 * MAX_PAYLOAD_BYTES
+
+
+def now_ms() -> int:
+    """The collector's clock in ms since the epoch (arrival times only, never event time)."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class VehicleLive:
+    """What the running collector has seen of one vehicle (since it started, plus the store)."""
+
+    agent: str | None = None
+    status: str | None = None
+    status_ms: int | None = None
+    last_ts_ms: int | None = None
+    last_received_ms: int | None = None
+    batches: int = 0
+    stored: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    acks: int = 0
+
+
+@dataclass
+class IngestState:
+    """Counters and per-vehicle state shared with the HTTP thread (guarded by ``lock``)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    connected: bool = False
+    connected_ms: int | None = None
+    disconnected_reason: str | None = None
+    rejects_total: int = 0
+    vehicles: dict[str, VehicleLive] = field(default_factory=dict)
+
+    def vehicle(self, vehicle: str) -> VehicleLive:
+        """The entry of ``vehicle``, created empty if new (call with ``lock`` held)."""
+        live = self.vehicles.get(vehicle)
+        if live is None:
+            live = self.vehicles[vehicle] = VehicleLive()
+        return live
+
+
+def _peek(payload: bytes) -> tuple[str | None, list[int]]:
+    """Best effort on a rejected payload: its agent and record seqs, if they can be read."""
+    if len(payload) > PEEK_LIMIT:
+        return None, []
+    try:
+        if payload.startswith(ZSTD_MAGIC):
+            reader = zstandard.ZstdDecompressor().stream_reader(payload)
+            payload = reader.read(MAX_DECOMPRESSED_BYTES + 1)
+            if len(payload) > MAX_DECOMPRESSED_BYTES:
+                return None, []
+        obj = json.loads(payload)
+    except (zstandard.ZstdError, UnicodeDecodeError, ValueError, RecursionError):
+        return None, []
+    if not isinstance(obj, dict):
+        return None, []
+    agent = obj.get("agent") if isinstance(obj.get("agent"), str) and obj["agent"] else None
+    records = obj.get("records")
+    seqs = [
+        r["seq"]
+        for r in (records if isinstance(records, list) else [])
+        if isinstance(r, dict) and type(r.get("seq")) is int and r["seq"] >= 1
+    ]
+    return agent, seqs
+
+
+def _seq_of(obj: Any) -> int | None:
+    seq = obj.get("seq") if isinstance(obj, dict) else None
+    return seq if type(seq) is int and seq >= 1 else None
+
+
+def _json_bytes(obj: Any) -> bytes:
+    try:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError):
+        return repr(obj).encode()
+
+
+class Ingest:
+    """Turns batch payloads into stored records, rejects and acks; owns the MQTT client."""
+
+    def __init__(
+        self,
+        store: Store,
+        known_vehicles: Callable[[], frozenset[str]],
+        *,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+    ) -> None:
+        self.store = store
+        self.known_vehicles = known_vehicles
+        self.max_payload_bytes = max_payload_bytes
+        self.state = IngestState()
+        self.client: mqtt.Client | None = None
+        self._load_state()
+
+    def _load_state(self) -> None:
+        with self.state.lock:
+            self.state.rejects_total = self.store.reject_count()
+            for known in self.store.vehicles():
+                live = self.state.vehicle(known.vehicle)
+                live.agent = known.agent
+                live.last_ts_ms = known.last_ts_ms
+                live.last_received_ms = known.last_received_ms
+
+    # -- the pure part: payload in, ack out --------------------------------------------------
+    def handle(self, topic: str, payload: bytes) -> tuple[str, Ack] | None:
+        """Process one batch payload; return (vehicle, ack) to publish, or None when no agent
+        can be told. Raises only StoreError (the database failed: nothing was committed)."""
+        received = now_ms()
+        vehicle = vehicle_of_topic(topic)
+        if vehicle is None:
+            return self._reject_payload(topic, None, payload, "not a frota uplink topic", received)
+        if len(payload) > self.max_payload_bytes:
+            reason = f"oversized payload: {len(payload)} bytes > {self.max_payload_bytes}"
+            return self._reject_payload(topic, vehicle, payload, reason, received)
+        try:
+            batch = decode_batch(payload)
+        except PayloadError as err:
+            return self._reject_payload(topic, vehicle, payload, str(err), received)
+        except RecursionError:
+            return self._reject_payload(topic, vehicle, payload, "JSON nested too deep", received)
+        if batch.vehicle != vehicle:
+            reason = f"batch vehicle {batch.vehicle!r} differs from the topic's {vehicle!r}"
+            return self._reject_payload(topic, vehicle, payload, reason, received)
+        if vehicle not in self.known_vehicles():
+            reason = f"unknown vehicle {vehicle!r} (not in the fleet registry)"
+            return self._reject_payload(topic, vehicle, payload, reason, received)
+
+        rows = []
+        seqs: list[int] = []
+        rejects: list[Reject] = []
+        by_reason: dict[str, list[int]] = {}
+        last_ts_ms: int | None = None
+        for obj in batch.records:
+            try:
+                rec = check_record(batch, obj)
+            except PayloadError as err:
+                seq = _seq_of(obj)
+                reason = str(err)
+                rejects.append(
+                    Reject(received, topic, vehicle, batch.agent, seq, seq, reason, _json_bytes(obj))
+                )
+                if seq is not None:
+                    by_reason.setdefault(reason, []).append(seq)
+                continue
+            row = record_row(rec, received)
+            rows.append(row)
+            seqs.append(rec["seq"])
+            if last_ts_ms is None or row[4] > last_ts_ms:
+                last_ts_ms = row[4]
+        state_rows = (
+            [(vehicle, last_ts_ms, received, batch.agent)] if last_ts_ms is not None else []
+        )
+        new = self.store.put(rows, rejects, state_rows)
+        ack = Ack(
+            agent=batch.agent,
+            stored=seq_ranges(seqs),
+            rejected=[(a, b, why) for why, s in by_reason.items() for a, b in seq_ranges(s)],
+        )
+        with self.state.lock:
+            live = self.state.vehicle(vehicle)
+            live.agent = batch.agent
+            live.batches += 1
+            live.stored += new
+            live.duplicates += len(rows) - new
+            live.rejected += len(rejects)
+            live.last_received_ms = received
+            if last_ts_ms is not None and (live.last_ts_ms is None or last_ts_ms > live.last_ts_ms):
+                live.last_ts_ms = last_ts_ms
+            self.state.rejects_total += len(rejects)
+        for reject in rejects:
+            log.warning("%s: rejected record seq %s: %s", vehicle, reject.first_seq, reject.reason)
+        return vehicle, ack
+
+    def _reject_payload(
+        self, topic: str, vehicle: str | None, payload: bytes, reason: str, received: int
+    ) -> tuple[str, Ack] | None:
+        agent, seqs = _peek(payload)
+        first, last = (min(seqs), max(seqs)) if seqs else (None, None)
+        self.store.put([], [Reject(received, topic, vehicle, agent, first, last, reason, payload)])
+        with self.state.lock:
+            self.state.rejects_total += 1
+            if vehicle is not None:
+                live = self.state.vehicle(vehicle)
+                live.rejected += 1
+                live.last_received_ms = received
+        log.warning("%s: rejected payload of %d bytes: %s", topic, len(payload), reason)
+        if vehicle is None or agent is None or not seqs:
+            return None
+        return vehicle, Ack(agent=agent, rejected=[(a, b, reason) for a, b in seq_ranges(seqs)])
+
+    def handle_status(self, topic: str, payload: bytes) -> None:
+        """Record an agent's retained ``online``/``offline`` status."""
+        vehicle = vehicle_of_topic(topic)
+        if vehicle is None or not payload:
+            return
+        try:
+            obj = json.loads(payload)
+            status = obj["status"]
+        except (ValueError, TypeError, KeyError, RecursionError):
+            log.warning("%s: unreadable status payload", topic)
+            return
+        if not isinstance(status, str):
+            return
+        with self.state.lock:
+            live = self.state.vehicle(vehicle)
+            live.status = status
+            live.status_ms = now_ms()
+            if isinstance(obj.get("agent"), str):
+                live.agent = obj["agent"]
+
+    # -- MQTT --------------------------------------------------------------------------------
+    def connect(self, broker: BrokerConfig) -> None:
+        """Connect in the background (paho's thread reconnects with backoff on its own)."""
+        client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=broker.client_id,
+            clean_session=False,
+            protocol=MQTTProtocolVersion.MQTTv311,
+            manual_ack=True,
+        )
+        if broker.username is not None:
+            client.username_pw_set(broker.username, broker.password)
+        if broker.uses_tls:
+            tls = broker.tls
+            client.tls_set(
+                ca_certs=str(tls.ca_file) if tls.ca_file else None,
+                certfile=str(tls.cert_file) if tls.cert_file else None,
+                keyfile=str(tls.key_file) if tls.key_file else None,
+                cert_reqs=ssl.CERT_REQUIRED,
+            )
+            client.tls_insecure_set(tls.insecure)
+        client.max_inflight_messages_set(100)
+        client.max_queued_messages_set(0)
+        client.reconnect_delay_set(min_delay=1, max_delay=30)
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_message = self._on_message
+        self.client = client
+        client.connect_async(broker.host, broker.port, keepalive=broker.keepalive)
+        client.loop_start()
+
+    def close(self) -> None:
+        """Disconnect and stop paho's thread."""
+        if self.client is not None:
+            self.client.disconnect()
+            self.client.loop_stop()
+            self.client = None
+
+    def _on_connect(
+        self, client: mqtt.Client, _userdata: Any, flags: Any, reason: Any, _props: Any
+    ) -> None:
+        if reason.is_failure:
+            log.error("broker refused the connection: %s", reason)
+            with self.state.lock:
+                self.state.connected = False
+                self.state.disconnected_reason = str(reason)
+            return
+        # Subscribe every time: a broker that restarted without persistence forgot the session.
+        client.subscribe([(UP_SUBSCRIPTION, 1), (STATUS_SUBSCRIPTION, 1)])
+        with self.state.lock:
+            self.state.connected = True
+            self.state.connected_ms = now_ms()
+            self.state.disconnected_reason = None
+        log.info("connected to the broker (session present: %s)", flags.session_present)
+
+    def _on_disconnect(
+        self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason: Any, _props: Any
+    ) -> None:
+        with self.state.lock:
+            self.state.connected = False
+            self.state.disconnected_reason = str(reason)
+        log.warning("disconnected from the broker: %s", reason)
+
+    def _on_message(self, client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        try:
+            if msg.topic.endswith("/status"):
+                self.handle_status(msg.topic, bytes(msg.payload))
+            else:
+                answer = self.handle(msg.topic, bytes(msg.payload))
+                if answer is not None:
+                    vehicle, ack = answer
+                    client.publish(ack_topic(vehicle), encode_ack(ack), qos=1)
+                    with self.state.lock:
+                        self.state.vehicle(vehicle).acks += 1
+        except StoreError as err:
+            # Nothing committed, nothing acknowledged: the agent sends the batch again.
+            log.error("%s: not stored: %s", msg.topic, err)
+        except Exception:  # a bug must not stop the ingest of every other vehicle
+            log.exception("%s: unexpected error; the batch is not acknowledged", msg.topic)
+        client.ack(msg.mid, msg.qos)
+
+    # -- health ------------------------------------------------------------------------------
+    def health(self, stale_after_s: float, at_ms: int | None = None) -> dict[str, Any]:
+        """The state for ``GET /health``: broker, rejects, lag per vehicle."""
+        at = now_ms() if at_ms is None else at_ms
+        with self.state.lock:
+            vehicles = {name: asdict(live) for name, live in sorted(self.state.vehicles.items())}
+            out: dict[str, Any] = {
+                "broker": {
+                    "connected": self.state.connected,
+                    "since": _ts(self.state.connected_ms) if self.state.connected else None,
+                    "reason": self.state.disconnected_reason,
+                },
+                "rejects": self.state.rejects_total,
+            }
+        out["vehicles"] = {
+            name: _vehicle_health(live, at, stale_after_s) for name, live in vehicles.items()
+        }
+        return out
+
+
+def _ts(ms: int | None) -> str | None:
+    return None if ms is None else ms_to_ts(ms)
+
+
+def _vehicle_health(live: dict[str, Any], at: int, stale_after_s: float) -> dict[str, Any]:
+    last_ts, last_rx = live["last_ts_ms"], live["last_received_ms"]
+    status = live["status"]
+    if status == "online" and (last_rx is None or at - last_rx > stale_after_s * 1000):
+        since = live["status_ms"] if last_rx is None else max(last_rx, live["status_ms"] or 0)
+        if at - since > stale_after_s * 1000:
+            status = "stale"
+    return {
+        "agent": live["agent"],
+        "status": status or "unknown",
+        "latest_record_ts": _ts(last_ts),
+        "lag_s": None if last_ts is None else round((at - last_ts) / 1000, 3),
+        "last_received": _ts(last_rx),
+        "since_received_s": None if last_rx is None else round((at - last_rx) / 1000, 3),
+        "batches": live["batches"],
+        "stored": live["stored"],
+        "duplicates": live["duplicates"],
+        "rejected": live["rejected"],
+        "acks": live["acks"],
+    }

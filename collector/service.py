@@ -1,0 +1,84 @@
+"""The collector process: store + fleet registry + MQTT ingest + HTTP API, started and stopped together."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from collector import registry
+from collector.config import CollectorConfig
+from collector.http import make_app
+from collector.ingest import Ingest
+from collector.store import Store, open_store
+
+log = logging.getLogger(__name__)
+
+
+class FleetVehicles:
+    """The registry's vehicle ids, reloaded when the file changes (checked at most once a second).
+
+    A registry that becomes invalid while running keeps the last good one (and says so in the log).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._mtime = os.stat(path).st_mtime_ns
+        self._ids = frozenset(registry.load(path).vehicles)
+        self._checked = time.monotonic()
+
+    def __call__(self) -> frozenset[str]:
+        """The current set of vehicle ids."""
+        now = time.monotonic()
+        if now - self._checked < 1.0:
+            return self._ids
+        with self._lock:
+            self._checked = now
+            try:
+                mtime = os.stat(self.path).st_mtime_ns
+                if mtime != self._mtime:
+                    self._mtime = mtime
+                    self._ids = frozenset(registry.load(self.path).vehicles)
+                    log.info("fleet registry reloaded: %d vehicles", len(self._ids))
+            except (OSError, registry.RegistryError) as err:
+                log.error("fleet registry not reloaded, keeping the previous one: %s", err)
+            return self._ids
+
+
+def run(config: CollectorConfig) -> int:
+    """Run the collector until SIGINT/SIGTERM; return the exit status."""
+    vehicles = FleetVehicles(config.registry)
+    store: Store = open_store(config.database.url, synchronous=config.database.synchronous)
+    ingest = Ingest(store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes)
+    app = make_app(ingest, vehicles, stale_after_s=config.ingest.stale_after_s)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=config.http.host,
+            port=config.http.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+        )
+    )
+    log.info(
+        "collector: broker %s, database %s, registry %s (%d vehicles), http://%s:%d",
+        config.broker.url,
+        store.location,
+        config.registry,
+        len(vehicles()),
+        config.http.host,
+        config.http.port,
+    )
+    ingest.connect(config.broker)
+    try:
+        server.run()
+    finally:
+        ingest.close()
+        store.close()
+    return 0 if server.started else 1

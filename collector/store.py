@@ -1,0 +1,272 @@
+"""The collector's store: canonical records kept once, rejects kept whole, per-vehicle state.
+
+Two backends behind one interface (:class:`Store`): SQLite through sqlite-utils, the embedded
+default (``collector/store_sqlite.py``), and PostgreSQL through psycopg
+(``collector/store_pg.py``). Both run the same SQL for the hot path; each has its own named
+migrations. The layout and the choice of keys are explained in ``docs/collector.md``.
+
+Identity of a record:
+
+- (``vehicle``, ``agent``, ``seq``) — the agent's numbering, unique;
+- (``vehicle``, ``device_key``) where the record has a ``device_seq`` — ``device_key`` is
+  ``kind:slot:device_seq:ts_ms``, unique. The same registrador frame received live and again by a
+  history download (under another agent ``seq``) has the same kind, device frame number and
+  device timestamp, so it is stored once; the ``slot`` keeps the two driver records one frame may
+  carry apart, and the device timestamp keeps a frame counter that wraps or restarts (a replaced
+  registrador) from merging two different frames.
+
+A record that collides with either key is already stored: the insert skips it and the collector
+acknowledges it as stored.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, Final
+
+from protocols.records import Record, dumps, ts_to_ms
+
+#: Columns of ``records`` in the order of :func:`record_row`'s tuples.
+RECORD_COLUMNS: Final = (
+    "vehicle",
+    "agent",
+    "seq",
+    "ts",
+    "ts_ms",
+    "kind",
+    "device_seq",
+    "device_key",
+    "raw",
+    "record",
+    "received_ms",
+)
+REJECT_COLUMNS: Final = (
+    "received_ms",
+    "topic",
+    "vehicle",
+    "agent",
+    "first_seq",
+    "last_seq",
+    "reason",
+    "payload",
+)
+
+#: Positional parameters (faster than named ones); ON CONFLICT DO NOTHING covers both keys.
+INSERT_RECORD: Final = (
+    f"INSERT INTO records ({', '.join(RECORD_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(RECORD_COLUMNS))}) ON CONFLICT DO NOTHING"
+)
+INSERT_REJECT: Final = (
+    f"INSERT INTO rejects ({', '.join(REJECT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(REJECT_COLUMNS))})"
+)
+PAGE: Final = 1000
+
+
+class StoreError(Exception):
+    """The database cannot be opened or used (the message says which and why)."""
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A payload, or one record of it, that the collector could not accept."""
+
+    received_ms: int
+    topic: str
+    vehicle: str | None
+    agent: str | None
+    first_seq: int | None
+    last_seq: int | None
+    reason: str
+    payload: bytes
+
+    def row(self) -> tuple[Any, ...]:
+        """The positional row for ``rejects``."""
+        return (
+            self.received_ms,
+            self.topic,
+            self.vehicle,
+            self.agent,
+            self.first_seq,
+            self.last_seq,
+            self.reason,
+            self.payload,
+        )
+
+
+@dataclass(frozen=True)
+class VehicleState:
+    """What the store knows of a vehicle: latest record time and latest arrival."""
+
+    vehicle: str
+    last_ts_ms: int
+    last_received_ms: int
+    agent: str | None
+
+
+def device_key(rec: Record, ts_ms: int) -> str | None:
+    """The device-frame key of a record with ``device_seq`` (see the module docstring), else None."""
+    device_seq = rec.get("device_seq")
+    if device_seq is None:
+        return None
+    return f"{rec['kind']}:{rec.get('slot') or 0}:{device_seq}:{ts_ms}"
+
+
+def record_row(rec: Record, received_ms: int) -> tuple[Any, ...]:
+    """The positional row for ``records`` of a validated record with ``agent`` and ``seq``."""
+    ts_ms = ts_to_ms(rec["ts"])
+    return (
+        rec["vehicle"],
+        rec["agent"],
+        rec["seq"],
+        rec["ts"],
+        ts_ms,
+        rec["kind"],
+        rec.get("device_seq"),
+        device_key(rec, ts_ms),
+        rec.get("raw"),
+        dumps(rec),
+        received_ms,
+    )
+
+
+class Store(ABC):
+    """The interface both backends implement; every method is safe to call from any thread."""
+
+    #: SQL of the per-vehicle upsert (dialects differ on max/greatest).
+    upsert_vehicle_sql: str = ""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+
+    # -- backend hooks ---------------------------------------------------------------------
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Any]:
+        """A context manager: one transaction, committed on exit, rolled back on error."""
+
+    @abstractmethod
+    def _executemany(self, tx: Any, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
+        """Run ``sql`` for every row inside ``tx``; return how many rows it changed."""
+
+    @abstractmethod
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection."""
+
+    @property
+    @abstractmethod
+    def location(self) -> str:
+        """Where the data lives (a path or a DSN without password), for messages."""
+
+    # -- writes ----------------------------------------------------------------------------
+    def put(
+        self,
+        rows: Sequence[tuple[Any, ...]],
+        rejects: Sequence[Reject] = (),
+        vehicles: Sequence[tuple[str, int, int, str | None]] = (),
+    ) -> int:
+        """Store record rows (skipping those already stored), rejects and vehicle state in ONE
+        transaction; return how many records were new. Returns only after the commit."""
+        with self._lock, self._transaction() as tx:
+            new = self._executemany(tx, INSERT_RECORD, rows) if rows else 0
+            if rejects:
+                self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
+            if vehicles:
+                self._executemany(tx, self.upsert_vehicle_sql, vehicles)
+            return new
+
+    def append(self, vehicle: str, agent: str, rec: Record, received_ms: int) -> Record:
+        """Store a record entered at the collector (``agent`` e.g. ``operator``), giving it the
+        next ``seq`` of (vehicle, agent); return the stored record."""
+        with self._lock, self._transaction() as tx:
+            rows = self._query(
+                "SELECT max(seq) FROM records WHERE vehicle = ? AND agent = ?", (vehicle, agent)
+            )
+            seq = int(rows[0][0] or 0) + 1
+            head = {"vehicle": vehicle, "ts": rec["ts"], "kind": rec["kind"], "agent": agent}
+            stored = {**head, "seq": seq, **{k: v for k, v in rec.items() if k not in (*head, "seq")}}
+            self._executemany(tx, INSERT_RECORD, [record_row(stored, received_ms)])
+            return stored
+
+    # -- reads -----------------------------------------------------------------------------
+    def records(
+        self, vehicle: str, since_ms: int | None = None, until_ms: int | None = None
+    ) -> Iterator[str]:
+        """The stored records' JSON of a vehicle with since <= ts < until, in (ts, seq) order."""
+        lo = since_ms if since_ms is not None else -(1 << 62)
+        hi = until_ms if until_ms is not None else 1 << 62
+        after: tuple[int, int, int] = (lo - 1, 1 << 62, 1 << 62)
+        while True:
+            with self._lock:
+                page = self._query(
+                    "SELECT ts_ms, seq, id, record FROM records "
+                    "WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? AND (ts_ms, seq, id) > (?, ?, ?) "
+                    "ORDER BY ts_ms, seq, id LIMIT ?",
+                    (vehicle, max(lo, after[0]), hi, *after, PAGE),
+                )
+            for _, _, _, text in page:
+                yield str(text)
+            if len(page) < PAGE:
+                return
+            last = page[-1]
+            after = (int(last[0]), int(last[1]), int(last[2]))
+
+    def records_after(self, last_id: int, limit: int = PAGE) -> list[tuple[int, str]]:
+        """Records stored after row ``last_id``, in arrival order: (id, JSON) — for readers that
+        follow the store (the live rules keep their position as an id)."""
+        with self._lock:
+            rows = self._query(
+                "SELECT id, record FROM records WHERE id > ? ORDER BY id LIMIT ?", (last_id, limit)
+            )
+        return [(int(i), str(text)) for i, text in rows]
+
+    def vehicles(self) -> list[VehicleState]:
+        """The state of every vehicle that has stored records."""
+        with self._lock:
+            rows = self._query(
+                "SELECT vehicle, last_ts_ms, last_received_ms, agent FROM vehicles ORDER BY vehicle"
+            )
+        return [VehicleState(str(v), int(t), int(r), a) for v, t, r, a in rows]
+
+    def reject_count(self) -> int:
+        """How many rejects are kept."""
+        with self._lock:
+            return int(self._query("SELECT count(*) FROM rejects")[0][0])
+
+    def rejects(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest rejects (newest first), payload as bytes."""
+        with self._lock:
+            rows = self._query(
+                f"SELECT {', '.join(REJECT_COLUMNS)} FROM rejects ORDER BY id DESC LIMIT ?",
+                (limit,),
+            )
+        return [
+            dict(zip(REJECT_COLUMNS, (*row[:-1], bytes(row[-1])), strict=True)) for row in rows
+        ]
+
+    def count(self, vehicle: str | None = None) -> int:
+        """How many records are stored (for one vehicle, or all)."""
+        with self._lock:
+            if vehicle is None:
+                return int(self._query("SELECT count(*) FROM records")[0][0])
+            return int(
+                self._query("SELECT count(*) FROM records WHERE vehicle = ?", (vehicle,))[0][0]
+            )
+
+
+def open_store(url: str, *, create: bool = True, synchronous: str = "full") -> Store:
+    """Open the store named by ``url``: a ``postgresql://`` DSN or a SQLite file path."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from collector.store_pg import PostgresStore
+
+        return PostgresStore(url)
+    from collector.store_sqlite import SQLiteStore
+
+    return SQLiteStore(url, create=create, synchronous=synchronous)

@@ -1,0 +1,165 @@
+"""The SQLite backend of the collector's store (sqlite-utils, WAL), the embedded default."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import sqlite_utils
+
+from collector.store import Store, StoreError
+
+
+def _m001_records(db: sqlite_utils.Database) -> None:
+    db.table("records").create(
+        {
+            "id": int,
+            "vehicle": str,
+            "agent": str,
+            "seq": int,
+            "ts": str,
+            "ts_ms": int,
+            "kind": str,
+            "device_seq": int,
+            "device_key": str,
+            "raw": str,
+            "record": str,
+            "received_ms": int,
+        },
+        pk="id",
+        not_null=["vehicle", "agent", "seq", "ts", "ts_ms", "kind", "record", "received_ms"],
+    )
+    db.table("records").create_index(["vehicle", "agent", "seq"], unique=True)
+    db.table("records").create_index(["vehicle", "ts_ms", "seq"])
+    # sqlite-utils' create_index has no WHERE clause: a partial index keeps records without a
+    # device frame number out of it.
+    db.execute(
+        "CREATE UNIQUE INDEX idx_records_device ON records (vehicle, device_key) "
+        "WHERE device_key IS NOT NULL"
+    )
+
+
+def _m002_rejects(db: sqlite_utils.Database) -> None:
+    db.table("rejects").create(
+        {
+            "id": int,
+            "received_ms": int,
+            "topic": str,
+            "vehicle": str,
+            "agent": str,
+            "first_seq": int,
+            "last_seq": int,
+            "reason": str,
+            "payload": bytes,
+        },
+        pk="id",
+        not_null=["received_ms", "topic", "reason", "payload"],
+    )
+    db.table("rejects").create_index(["vehicle", "received_ms"])
+
+
+def _m003_vehicles(db: sqlite_utils.Database) -> None:
+    db.table("vehicles").create(
+        {"vehicle": str, "last_ts_ms": int, "last_received_ms": int, "agent": str},
+        pk="vehicle",
+        not_null=["last_ts_ms", "last_received_ms"],
+    )
+
+
+#: Applied in order, each once, recorded by name in ``migrations``. Append, never edit.
+MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
+    ("001_records", _m001_records),
+    ("002_rejects", _m002_rejects),
+    ("003_vehicles", _m003_vehicles),
+)
+
+
+class SQLiteStore(Store):
+    """Records, rejects and vehicle state in one SQLite file in WAL mode."""
+
+    upsert_vehicle_sql = (
+        "INSERT INTO vehicles (vehicle, last_ts_ms, last_received_ms, agent) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (vehicle) DO UPDATE SET "
+        "last_ts_ms = max(last_ts_ms, excluded.last_ts_ms), "
+        "last_received_ms = max(last_received_ms, excluded.last_received_ms), "
+        "agent = excluded.agent"
+    )
+
+    def __init__(self, path: str | Path, *, create: bool = True, synchronous: str = "full") -> None:
+        super().__init__()
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise StoreError(f"no database at {self.path}")
+        try:
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30
+            )
+            self.db = sqlite_utils.Database(conn)
+            self.db.enable_wal()
+            # FULL: a committed (and so acknowledged) batch survives a power cut of the server.
+            self.db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self.migrate()
+        except sqlite3.Error as err:
+            raise StoreError(f"cannot open {self.path}: {err}") from err
+
+    @property
+    def location(self) -> str:
+        """The database file."""
+        return str(self.path)
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations not applied yet; return their names."""
+        applied: list[str] = []
+        with self._lock:
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
+            )
+            done = {row[0] for row in self.db.execute("SELECT name FROM migrations").fetchall()}
+            for name, step in MIGRATIONS:
+                if name in done:
+                    continue
+                with self._transaction():
+                    step(self.db)
+                    self.db.execute(
+                        "INSERT INTO migrations VALUES (?, ?)",
+                        (name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+                    )
+                applied.append(name)
+        return applied
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self.db.conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path}: {err}") from err
+
+    def _executemany(self, tx: Any, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
+        conn: sqlite3.Connection = tx
+        before = conn.total_changes
+        conn.executemany(sql, rows)
+        return conn.total_changes - before
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            return list(self.db.execute(sql, params).fetchall())
+        except sqlite3.Error as err:
+            raise StoreError(f"{self.path}: {err}") from err
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self.db.conn.close()

@@ -1,0 +1,110 @@
+"""``frota collector``: ``run`` the collector (MQTT ingest, store, HTTP); ``records`` prints stored records."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from frota.errors import UserError
+from protocols.records import RecordError, ts_to_ms
+
+
+def register(subparsers: Any) -> None:
+    """Add ``frota collector run`` and ``frota collector records`` to the command line."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "collector",
+        help="the collector: MQTT ingest, storage, HTTP API; read stored records",
+        description="The operator's collector: receives the agents' batches over MQTT, stores "
+        "each record once, acknowledges what it stored and serves /health. See docs/collector.md.",
+    )
+    sub = parser.add_subparsers(dest="collector_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    run_parser = sub.add_parser(
+        "run",
+        help="run the collector until interrupted",
+        description="Run the collector (MQTT ingest + HTTP API) with a TOML configuration file.",
+    )
+    run_parser.add_argument(
+        "--config", required=True, metavar="FILE", help="the collector's TOML configuration"
+    )
+    run_parser.set_defaults(func=run)
+
+    records_parser = sub.add_parser(
+        "records",
+        help="print a vehicle's stored records as JSON Lines",
+        description="Print the records stored for a vehicle with SINCE <= ts < UNTIL as JSON "
+        "Lines, as received, in (ts, seq) order.",
+    )
+    source = records_parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", metavar="FILE", help="read the database named in this file")
+    source.add_argument(
+        "--db", metavar="PATH", help="a SQLite database file (or a postgresql:// DSN)"
+    )
+    records_parser.add_argument("--vehicle", required=True, metavar="ID", help="the vehicle id")
+    records_parser.add_argument(
+        "--since", required=True, metavar="TS", help="RFC 3339 time, inclusive"
+    )
+    records_parser.add_argument("--until", metavar="TS", help="RFC 3339 time, exclusive")
+    records_parser.set_defaults(func=records)
+
+
+def _config(path: str) -> Any:
+    from collector.config import ConfigError, load_config
+
+    try:
+        return load_config(Path(path))
+    except ConfigError as err:
+        raise UserError(str(err)) from err
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the collector with the configuration file."""
+    from collector import registry, service
+    from collector.store import StoreError
+
+    config = _config(args.config)
+    if config.log_level is not None:
+        logging.getLogger().setLevel(config.log_level)
+    try:
+        return service.run(config)
+    except registry.RegistryError as err:
+        raise UserError(f"fleet registry: {err}") from err
+    except StoreError as err:
+        raise UserError(str(err)) from err
+
+
+def _ms(option: str, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return ts_to_ms(value)
+    except RecordError:
+        raise UserError(
+            f"{option} {value!r} is not an RFC 3339 timestamp (e.g. 2026-03-02T14:10:00Z)"
+        ) from None
+
+
+def records(args: argparse.Namespace) -> int:
+    """Print the stored records of a vehicle between two times as JSON Lines."""
+    from collector.store import StoreError, open_store
+
+    since, until = _ms("--since", args.since), _ms("--until", args.until)
+    url = args.db if args.db is not None else _config(args.config).database.url
+    try:
+        store = open_store(url, create=False)
+    except StoreError as err:
+        raise UserError(str(err)) from err
+    out = sys.stdout
+    try:
+        for text in store.records(args.vehicle, since, until):
+            out.write(text + "\n")
+        out.flush()
+    except StoreError as err:
+        raise UserError(str(err)) from err
+    finally:
+        store.close()
+    return 0
