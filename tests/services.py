@@ -88,10 +88,10 @@ class Mosquitto:
 
     def start(self) -> None:
         """Start the broker and wait until it accepts connections."""
-        log = (self.workdir / "mosquitto.log").open("ab")
-        self.proc = subprocess.Popen(
-            [self.binary, "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT
-        )
+        with (self.workdir / "mosquitto.log").open("ab") as log:
+            self.proc = subprocess.Popen(
+                [self.binary, "-c", str(self.conf)], stdout=log, stderr=subprocess.STDOUT
+            )
         wait_port(self.port)
 
     def stop(self) -> None:
