@@ -87,10 +87,6 @@ class TlsConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> TlsConfig:
-        for key in ("ca_file", "cert_file", "key_file"):
-            path = getattr(self, key)
-            if path is not None and not path.is_file():
-                raise ValueError(f"{key}: no such file {str(path)!r}")
         if (self.cert_file is None) != (self.key_file is None):
             raise ValueError("cert_file: cert_file and key_file go together")
         return self
@@ -125,8 +121,6 @@ class BrokerConfig(_Strict):
     def _check(self) -> BrokerConfig:
         if self.password is not None and self.password_file is not None:
             raise ValueError("password_file: give password or password_file, not both")
-        if self.password_file is not None and not self.password_file.is_file():
-            raise ValueError(f"password_file: no such file {str(self.password_file)!r}")
         return self
 
     @property
@@ -243,6 +237,23 @@ def _message(err: ValidationError, data: Any) -> str:
     return f"{key or '(top level)'}: {msg}"
 
 
+def check_files(config: AgentConfig) -> None:
+    """Check that the files the configuration names exist (at start, not when only parsing)."""
+    named = {
+        "broker.password_file": config.broker.password_file,
+        "broker.tls.ca_file": config.broker.tls.ca_file,
+        "broker.tls.cert_file": config.broker.tls.cert_file,
+        "broker.tls.key_file": config.broker.tls.key_file,
+    }
+    for key, path in named.items():
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{key}: no such file {str(path)!r}")
+    if not config.broker.tls_enabled and any(
+        getattr(config.broker.tls, k) for k in ("ca_file", "cert_file", "key_file")
+    ):
+        raise ConfigError("broker.tls: TLS files given but broker.url is not mqtts://")
+
+
 def parse_config(data: dict[str, Any]) -> AgentConfig:
     """Validate a parsed TOML document; raise ConfigError naming the first bad key."""
     try:
@@ -267,7 +278,17 @@ def load_config(path: str | Path) -> AgentConfig:
     config = parse_config(data)
     # Relative paths in the file are relative to the file, not to the working directory.
     base = path.resolve().parent
-    buffer_path = config.buffer.path if config.buffer.path.is_absolute() else base / config.buffer.path
-    return config.model_copy(
-        update={"buffer": config.buffer.model_copy(update={"path": buffer_path})}
+
+    def rel(value: Path | None) -> Path | None:
+        return value if value is None or value.is_absolute() else base / value
+
+    tls = config.broker.tls.model_copy(
+        update={k: rel(getattr(config.broker.tls, k)) for k in ("ca_file", "cert_file", "key_file")}
     )
+    broker = config.broker.model_copy(
+        update={"password_file": rel(config.broker.password_file), "tls": tls}
+    )
+    buffer = config.buffer.model_copy(update={"path": rel(config.buffer.path)})
+    config = config.model_copy(update={"broker": broker, "buffer": buffer})
+    check_files(config)
+    return config

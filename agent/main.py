@@ -1,0 +1,117 @@
+"""The agent: the one place that wires sources, decoders, the buffer and the uplink together.
+
+Sources (one thread per serial device) decode frames into records and hand them to the buffer
+writer, which captures them in batched commits; the uplink sends what is pending and marks what
+the collector stored. SIGTERM/SIGINT stop the sources, flush the buffer and say ``offline``.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+
+from agent.buffer import BufferWriter
+from agent.config import AgentConfig
+from agent.sources import Source, make_source
+from agent.sources.base import agent_record
+from agent.timekeeper import TimeKeeper
+from agent.uplink import Uplink
+from protocols.records import Record
+
+log = logging.getLogger("agent")
+
+#: How often the agent logs its counters (seconds).
+STATUS_EVERY_S = 10.0
+
+
+class Agent:
+    """Sources → buffer → uplink for one vehicle."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.stop_event = threading.Event()
+        self.clock = TimeKeeper()
+        self.wake = threading.Event()
+        buf = config.buffer
+        self.writer = BufferWriter(buf.path, buf.commit_records, buf.commit_interval_ms)
+        self.writer.notify(self.wake)
+        self.uplink = Uplink(config, self.wake)
+        self.sources: list[Source] = [
+            make_source(device, config.vehicle, self._sink, self.clock, self.stop_event)
+            for device in config.devices
+        ]
+
+    @property
+    def agent_id(self) -> str:
+        """The buffer's agent id."""
+        return self.writer.agent
+
+    def _sink(self, source: str, records: list[Record]) -> None:
+        self.writer.put_many(source, records)
+
+    def start(self) -> None:
+        """Start the writer, the uplink and every source."""
+        self.writer.start()
+        self.uplink.start()
+        self._sink("agent", [self._own("ok", f"agent {self.agent_id} started")])
+        for source in self.sources:
+            source.start()
+        log.info(
+            "agent %s for %s: %d device(s), buffer %s, broker %s",
+            self.agent_id, self.config.vehicle, len(self.sources), self.config.buffer.path,
+            self.config.broker.url,
+        )
+
+    def _own(self, status: str, detail: str) -> Record:
+        return agent_record(self.config.vehicle, self.clock, "agent", status, detail)
+
+    def status_line(self) -> str:
+        """One line of counters: received, captured, sent, stored, backlog."""
+        up = self.uplink.stats
+        received = sum(s.records for s in self.sources)
+        health = " ".join(f"{s.name}={s.health or '-'}" for s in self.sources)
+        return (
+            f"received={received} captured={self.writer.captured} dupes={self.writer.duplicates} "
+            f"sent={up.records_sent} stored={up.stored} rejected={up.rejected} "
+            f"backlog={self.uplink.backlog()} broker={'up' if up.connected else 'down'} {health}"
+        )
+
+    def run(self) -> None:
+        """Run until SIGTERM/SIGINT (or :meth:`request_stop`), then shut down cleanly."""
+        self.start()
+        last = time.monotonic()
+        try:
+            while not self.stop_event.wait(1.0):
+                if time.monotonic() - last >= STATUS_EVERY_S:
+                    last = time.monotonic()
+                    log.info("%s", self.status_line())
+        finally:
+            self.shutdown()
+
+    def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
+        """Ask the agent to stop (signal handler)."""
+        self.stop_event.set()
+
+    def shutdown(self) -> None:
+        """Stop the sources, flush the buffer, say offline and disconnect."""
+        self.stop_event.set()
+        for source in self.sources:
+            source.join(timeout=5.0)
+        self._sink("agent", [self._own("ok", f"agent {self.agent_id} stopping")])
+        self.writer.stop()
+        # One last round so records just flushed (and acks in the pipe) are not left waiting.
+        self.uplink.wake.set()
+        self.uplink.stop()
+        log.info("stopped: %s", self.status_line())
+
+
+def run(config: AgentConfig) -> int:
+    """Run the agent in the foreground until SIGTERM/SIGINT; return the exit status."""
+    agent = Agent(config)
+    signal.signal(signal.SIGTERM, agent.request_stop)
+    signal.signal(signal.SIGINT, agent.request_stop)
+    agent.run()
+    return 0

@@ -1,0 +1,31 @@
+"""The agent's sources, one module per device kind; :func:`make_source` picks one by protocol."""
+
+from __future__ import annotations
+
+import threading
+
+from agent.config import DeviceConfig
+from agent.sources.base import Sink, Source
+from agent.timekeeper import TimeKeeper
+
+
+def make_source(
+    config: DeviceConfig, vehicle: str, sink: Sink, clock: TimeKeeper, stop: threading.Event
+) -> Source:
+    """The source for a configured device (registrador, nmea or apc)."""
+    if config.protocol == "registrador":
+        from agent.sources.registrador import RegistradorSource
+
+        return RegistradorSource(config, vehicle, sink, clock, stop)
+    if config.protocol == "nmea":
+        from agent.sources.gps import GpsSource
+
+        return GpsSource(config, vehicle, sink, clock, stop)
+    if config.protocol == "apc":
+        from agent.sources.apc import ApcSource
+
+        return ApcSource(config, vehicle, sink, clock, stop)
+    raise ValueError(f"no source for protocol {config.protocol!r}")
+
+
+__all__ = ["Sink", "Source", "make_source"]

@@ -1,0 +1,161 @@
+"""A serial source: one device, one thread; reopened with backoff when it vanishes or falls silent.
+
+Opened with :func:`serial.serial_for_url`, so a path, a pty or ``loop://`` all work. What goes
+wrong on the line is reported as canonical ``device`` records (``disconnected``, ``silent``, then
+``ok`` when the device is back), never raised: one failing device never stops the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import serial
+
+from agent.config import DeviceConfig
+from agent.timekeeper import TimeKeeper
+from protocols import registry
+from protocols.base import Decoder
+from protocols.records import Record, make_record
+
+log = logging.getLogger(__name__)
+
+#: Where records go: (source name, records) → the buffer writer.
+Sink = Callable[[str, list[Record]], None]
+
+#: How long one read waits for bytes (seconds); bounds the reaction to stop and to silence.
+READ_TIMEOUT_S = 0.1
+
+
+class SourceClosed(Exception):  # noqa: N818 - an event on the line, not a program error
+    """The line went away (unplugged, hung up); the source reopens it."""
+
+
+class Source:
+    """The common loop: open, read or poll, report health, reopen with exponential backoff."""
+
+    #: True when the device stamps its records with its own clock (registrador, GPS).
+    clocked = True
+
+    def __init__(
+        self,
+        config: DeviceConfig,
+        vehicle: str,
+        sink: Sink,
+        clock: TimeKeeper,
+        stop: threading.Event,
+    ) -> None:
+        self.config = config
+        self.name = config.name
+        self.vehicle = vehicle
+        self.sink = sink
+        self.clock = clock
+        self.stop = stop
+        self.decoder: Decoder = registry.get(config.protocol).make_decoder(vehicle)
+        self.health: str | None = None  # None until the first report; then ok/disconnected/silent
+        self.records = 0
+        self.reopens = 0
+        self.last_data_mono: float | None = None
+        self._thread = threading.Thread(target=self._run, name=f"source-{self.name}", daemon=True)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the source's thread."""
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to finish (after ``stop`` is set)."""
+        self._thread.join(timeout)
+
+    def open(self) -> serial.Serial:
+        """Open the port with the configured line settings."""
+        cfg = self.config
+        return serial.serial_for_url(
+            cfg.port,
+            baudrate=cfg.baudrate,
+            bytesize=cfg.bytesize,
+            parity=cfg.parity,
+            stopbits=cfg.stopbits,
+            timeout=READ_TIMEOUT_S,
+            write_timeout=1.0,
+        )
+
+    def _run(self) -> None:
+        cfg = self.config
+        backoff = cfg.reopen_min_s
+        while not self.stop.is_set():
+            try:
+                port = self.open()
+            except (serial.SerialException, OSError, ValueError) as err:
+                self.report("disconnected", f"cannot open {cfg.port}: {err}")
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, cfg.reopen_max_s)
+                continue
+            try:
+                self.session(port)
+                if not self.stop.is_set():
+                    self.report("silent", f"no data for {cfg.silent_after_s:g}s on {cfg.port}")
+            except (serial.SerialException, OSError, SourceClosed) as err:
+                self.report("disconnected", f"{cfg.port}: {err}")
+            except Exception:  # a bug must not kill the source; it is logged and the line reopened
+                log.exception("%s: unexpected error; reopening the line", self.name)
+            finally:
+                try:
+                    port.close()
+                except (serial.SerialException, OSError) as err:
+                    log.debug("%s: close failed: %s", self.name, err)
+            if self.health == "ok":
+                backoff = cfg.reopen_min_s
+            if self.stop.is_set():
+                break
+            self.reopens += 1
+            self.stop.wait(backoff)
+            backoff = min(backoff * 2, cfg.reopen_max_s)
+
+    def session(self, port: serial.Serial) -> None:
+        """Read until the device falls silent (return), the line fails (raise) or stop is set."""
+        raise NotImplementedError
+
+    # -- records ---------------------------------------------------------------------------
+    def data_arrived(self) -> None:
+        """Note that the device spoke; report ``ok`` if it had been reported missing."""
+        self.last_data_mono = time.monotonic()
+        if self.health not in (None, "ok"):
+            self.report("ok", f"{self.config.port}: data again")
+        self.health = "ok"
+
+    def silent_for(self) -> float:
+        """Seconds since the device last spoke in this session (or since it was opened)."""
+        return 0.0 if self.last_data_mono is None else time.monotonic() - self.last_data_mono
+
+    def deliver(self, records: list[Record]) -> None:
+        """Stamp records as the contract says and hand them to the buffer."""
+        if not records:
+            return
+        if self.clocked:
+            self.clock.observe(records[-1]["ts"], self.name)
+        else:
+            for rec in records:
+                rec["ts"] = self.clock.now_ts()[0]
+        self.records += len(records)
+        self.sink(self.name, records)
+
+    def report(self, status: str, detail: str) -> None:
+        """A ``device`` record about this device's health (only on a change of state)."""
+        if status == self.health:
+            return
+        self.health = status
+        log.warning("%s: %s (%s)", self.name, status, detail) if status != "ok" else log.info(
+            "%s: ok (%s)", self.name, detail
+        )
+        self.sink("agent", [agent_record(self.vehicle, self.clock, self.config.device, status, detail)])
+
+
+def agent_record(vehicle: str, clock: TimeKeeper, device: str, status: str, detail: str) -> Record:
+    """A ``device`` record made by the agent, stamped by the time keeper (saying if host clock)."""
+    ts, synced = clock.now_ts()
+    if not synced:
+        detail = f"{detail}; ts from the host clock (no device time seen yet)"
+    return make_record("device", vehicle, ts, device=device, status=status, detail=detail)

@@ -1,0 +1,65 @@
+"""The agent's best estimate of event time for records from devices without a clock.
+
+contract.md: door counters' and the agent's own records get the latest *device* time (registrador
+or GPS) plus the monotonic time elapsed since that device time was received. The Pi's wall clock
+is used only before any device time has been seen, and the record then says so in its ``detail``
+(or the caller marks it). Thread-safe: every source observes and reads it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from protocols.records import ms_to_ts, ts_to_ms
+
+
+def _wall_ms() -> int:
+    return int(datetime.now(tz=UTC).timestamp() * 1000)
+
+
+class TimeKeeper:
+    """Latest device time + monotonic time since it arrived; the host clock only as a fallback."""
+
+    def __init__(
+        self,
+        monotonic: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = _wall_ms,
+    ) -> None:
+        self._mono = monotonic
+        self._wall_ms = wall_ms
+        self._lock = threading.Lock()
+        self._device_ms: int | None = None
+        self._at: float = 0.0
+        self.source: str | None = None
+
+    def observe(self, ts: str, source: str) -> None:
+        """A device with a clock said it is ``ts`` now (called as its record arrives)."""
+        try:
+            ms = ts_to_ms(ts)
+        except ValueError:
+            return
+        with self._lock:
+            self._device_ms = ms
+            self._at = self._mono()
+            self.source = source
+
+    @property
+    def synced(self) -> bool:
+        """True once some device time has been seen."""
+        with self._lock:
+            return self._device_ms is not None
+
+    def now_ms(self) -> tuple[int, bool]:
+        """(estimated event time in ms, True if it comes from a device clock)."""
+        with self._lock:
+            if self._device_ms is None:
+                return self._wall_ms(), False
+            return self._device_ms + int((self._mono() - self._at) * 1000), True
+
+    def now_ts(self) -> tuple[str, bool]:
+        """(estimated event time as an RFC 3339 ts, True if it comes from a device clock)."""
+        ms, synced = self.now_ms()
+        return ms_to_ts(ms), synced

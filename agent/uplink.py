@@ -1,0 +1,365 @@
+"""The uplink: pending records from the buffer → MQTT batches; the collector's acks → upload state.
+
+paho-mqtt 2.x, QoS 1, a persistent session (``clean_session=False``), a retained ``offline`` last
+will and a retained ``online`` on every connect, TLS for ``mqtts://``. A broker's PUBACK is not
+trusted: a record is uploaded only when the collector's :class:`~protocols.uplink.Ack` says it is
+*stored* (or *rejected*, with a reason, never resent). A batch not answered within
+``ack_timeout_s`` is sent again; the collector stores each record once.
+
+Backlog policy (``firmware-notes/mqtt.md``): at every connect the records already pending become
+the *backlog*; newer ones are *live*. Each send round first sends the live records (a full batch,
+or whatever waited ``batch_interval_ms``), then fills the window of ``max_in_flight`` unanswered
+batches from the oldest backlog. Live data never waits behind a three-day backlog.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import queue
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+
+from agent.buffer import Buffer, BufferError
+from agent.config import AgentConfig
+from protocols.uplink import (
+    MAX_PAYLOAD_BYTES,
+    Ack,
+    PayloadError,
+    ack_topic,
+    decode_ack,
+    encode_batch_json,
+    encode_status,
+    status_topic,
+    up_topic,
+)
+
+log = logging.getLogger(__name__)
+
+#: Longest the uplink thread sleeps when nothing wakes it (seconds).
+IDLE_WAIT_S = 0.5
+
+
+class UplinkError(RuntimeError):
+    """The MQTT client cannot be set up (TLS files, credentials)."""
+
+
+@dataclass
+class Flight:
+    """A batch sent and not yet answered by the collector."""
+
+    seqs: set[int]
+    sent_at: float
+    lane: str  # "live", "backlog" or "resend"
+
+
+@dataclass
+class UplinkStats:
+    """Counters for the agent's status and the demo."""
+
+    connected: bool = False
+    connects: int = 0
+    batches_sent: int = 0
+    records_sent: int = 0
+    resent_batches: int = 0
+    stored: int = 0
+    rejected: int = 0
+    last_ack_mono: float | None = None
+    bytes_sent: int = 0
+    flights: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def _covered(ranges: list[tuple[int, int]]) -> Callable[[int], bool]:
+    """A membership test for a list of inclusive seq ranges."""
+    ordered = sorted(ranges)
+    starts = [a for a, _ in ordered]
+
+    def test(seq: int) -> bool:
+        i = bisect.bisect_right(starts, seq) - 1
+        return i >= 0 and ordered[i][0] <= seq <= ordered[i][1]
+
+    return test
+
+
+class Uplink:
+    """Moves pending records to the collector and records its answers; one thread plus paho's."""
+
+    def __init__(self, config: AgentConfig, wake: threading.Event | None = None) -> None:
+        self.config = config
+        self.vehicle = config.vehicle
+        self.buffer = Buffer(config.buffer.path)
+        self.agent = self.buffer.agent
+        self.wake = wake or threading.Event()
+        self.stats = UplinkStats()
+        self._acks: queue.Queue[Ack] = queue.Queue()
+        self._connected_gen = 0  # bumped by every successful connect (paho's thread)
+        self._seen_gen = 0
+        self._stop = threading.Event()
+        self._flights: dict[int, Flight] = {}
+        self._next_flight = 1
+        self._live_floor = 0
+        self._live_cursor = 0
+        self._backlog_cursor = 0
+        self._live_waiting_since: float | None = None
+        self._thread = threading.Thread(target=self._run, name="uplink", daemon=True)
+        self.client = self._make_client()
+
+    # -- paho ------------------------------------------------------------------------------
+    def _make_client(self) -> mqtt.Client:
+        broker = self.config.broker
+        client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=self.config.client_id,
+            clean_session=False,
+            protocol=mqtt.MQTTv311,
+        )
+        user, password = broker.credentials()
+        if user is not None:
+            client.username_pw_set(user, password)
+        if broker.tls_enabled:
+            tls = broker.tls
+            try:
+                client.tls_set(
+                    ca_certs=str(tls.ca_file) if tls.ca_file else None,
+                    certfile=str(tls.cert_file) if tls.cert_file else None,
+                    keyfile=str(tls.key_file) if tls.key_file else None,
+                    cert_reqs=ssl.CERT_REQUIRED,
+                )
+            except (ssl.SSLError, OSError, ValueError) as err:
+                raise UplinkError(f"broker.tls: cannot load the TLS files: {err}") from err
+            if tls.insecure:
+                client.tls_insecure_set(True)
+        client.will_set(
+            status_topic(self.vehicle),
+            encode_status(self.vehicle, self.agent, "offline"),
+            qos=1,
+            retain=True,
+        )
+        client.reconnect_delay_set(min_delay=1, max_delay=30)
+        client.max_inflight_messages_set(max(20, self.config.uplink.max_in_flight * 2))
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_message = self._on_message
+        return client
+
+    def _on_connect(
+        self,
+        client: mqtt.Client,
+        userdata: object,
+        flags: mqtt.ConnectFlags,
+        reason: ReasonCode,
+        properties: Properties | None,
+    ) -> None:
+        if reason.is_failure:
+            log.error("broker refused the connection: %s", reason)
+            return
+        client.subscribe(ack_topic(self.vehicle), qos=1)
+        client.publish(
+            status_topic(self.vehicle),
+            encode_status(self.vehicle, self.agent, "online"),
+            qos=1,
+            retain=True,
+        )
+        self.stats.connected = True
+        self.stats.connects += 1
+        self._connected_gen += 1
+        log.info("connected to %s (session present: %s)", self.config.broker.url, flags.session_present)
+        self.wake.set()
+
+    def _on_disconnect(
+        self,
+        client: mqtt.Client,
+        userdata: object,
+        flags: mqtt.DisconnectFlags,
+        reason: ReasonCode,
+        properties: Properties | None,
+    ) -> None:
+        if self.stats.connected:
+            log.warning("disconnected from the broker: %s", reason)
+        self.stats.connected = False
+
+    def _on_message(self, client: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
+        try:
+            ack = decode_ack(bytes(msg.payload))
+        except PayloadError as err:
+            log.warning("ignoring a bad acknowledgement on %s: %s", msg.topic, err)
+            return
+        if ack.agent != self.agent:
+            log.info("ignoring an acknowledgement for another agent id %s", ack.agent)
+            return
+        self._acks.put(ack)
+        self.wake.set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def start(self) -> None:
+        """Connect (in the background, retrying) and start the send loop."""
+        broker = self.config.broker
+        self.client.connect_async(broker.host, broker.port, keepalive=broker.keepalive_s)
+        self.client.loop_start()
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop sending, say ``offline`` (retained) and disconnect."""
+        self._stop.set()
+        self.wake.set()
+        self._thread.join(timeout)
+        if self.stats.connected:
+            info = self.client.publish(
+                status_topic(self.vehicle),
+                encode_status(self.vehicle, self.agent, "offline"),
+                qos=1,
+                retain=True,
+            )
+            with contextlib.suppress(RuntimeError, ValueError):
+                info.wait_for_publish(timeout=2.0)
+        self.client.disconnect()
+        self.client.loop_stop()
+        self.buffer.close()
+
+    # -- the send loop ---------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.wake.wait(IDLE_WAIT_S)
+            self.wake.clear()
+            try:
+                self._round()
+            except BufferError as err:
+                log.error("uplink: %s", err)
+                time.sleep(1.0)
+
+    def _round(self) -> None:
+        """Apply acks, start over after a reconnect, resend late batches, fill the window."""
+        self._apply_acks()
+        if not self.stats.connected:
+            return
+        if self._connected_gen != self._seen_gen:
+            self._seen_gen = self._connected_gen
+            # Everything pending now is backlog; batches in flight stay tracked (and are resent
+            # after their timeout if the broker lost them).
+            self._live_floor = self.buffer.last_seq()
+            self._live_cursor = self._live_floor
+            self._backlog_cursor = 0
+            self._live_waiting_since = None
+        self._resend_late()
+        self._send_live()
+        self._send_backlog()
+
+    def _apply_acks(self) -> None:
+        while True:
+            try:
+                ack = self._acks.get_nowait()
+            except queue.Empty:
+                return
+            stored = list(ack.stored)
+            rejected = list(ack.rejected)
+            self.buffer.mark(stored, rejected)
+            answered = _covered(stored + [(a, b) for a, b, _ in rejected])
+            for key in list(self._flights):
+                flight = self._flights[key]
+                flight.seqs = {s for s in flight.seqs if not answered(s)}
+                if not flight.seqs:
+                    del self._flights[key]
+            self.stats.stored += sum(b - a + 1 for a, b in stored)
+            self.stats.rejected += sum(b - a + 1 for a, b, _ in rejected)
+            for first, last, reason in rejected:
+                log.warning("collector rejected seq %d-%d: %s", first, last, reason)
+            self.stats.last_ack_mono = time.monotonic()
+
+    def _in_flight(self) -> set[int]:
+        out: set[int] = set()
+        for flight in self._flights.values():
+            out |= flight.seqs
+        return out
+
+    def _room(self, lane: str = "live") -> bool:
+        limit = self.config.uplink.max_in_flight
+        if lane == "backlog" and limit > 1:
+            limit -= 1  # one slot is always kept for live records
+        return len(self._flights) < limit
+
+    def _resend_late(self) -> None:
+        timeout = self.config.uplink.ack_timeout_s
+        now = time.monotonic()
+        for key, flight in list(self._flights.items()):
+            if now - flight.sent_at < timeout:
+                continue
+            del self._flights[key]
+            rows = self.buffer.pending_of(flight.seqs)
+            if rows:
+                self.stats.resent_batches += 1
+                log.info("no answer for %d records after %.0fs: sending again", len(rows), timeout)
+                self._publish(rows, "resend")
+
+    def _send_live(self) -> None:
+        cfg = self.config.uplink
+        if not self._room():
+            return
+        rows = self.buffer.pending(self._live_cursor, cfg.batch_records)
+        if not rows:
+            self._live_waiting_since = None
+            return
+        now = time.monotonic()
+        if self._live_waiting_since is None:
+            self._live_waiting_since = now
+        full = len(rows) >= cfg.batch_records
+        if not full and (now - self._live_waiting_since) * 1000 < cfg.batch_interval_ms:
+            return
+        self._live_cursor = rows[-1][0]
+        self._live_waiting_since = None
+        self._publish(rows, "live")
+
+    def _send_backlog(self) -> None:
+        cfg = self.config.uplink
+        while self._room("backlog") and self._backlog_cursor < self._live_floor:
+            busy = self._in_flight()
+            rows = [
+                row
+                for row in self.buffer.pending(
+                    self._backlog_cursor, cfg.batch_records, upto=self._live_floor
+                )
+                if row[0] not in busy
+            ]
+            if not rows:
+                # Either nothing is left or everything left is in flight: done for this round.
+                nxt = self.buffer.pending(self._backlog_cursor, cfg.batch_records, upto=self._live_floor)
+                if not nxt:
+                    self._backlog_cursor = self._live_floor
+                else:
+                    self._backlog_cursor = nxt[-1][0]
+                continue
+            self._backlog_cursor = rows[-1][0]
+            self._publish(rows, "backlog")
+
+    def _publish(self, rows: list[tuple[int, str]], lane: str) -> None:
+        """Send rows as one batch (split if the payload would be too large) and track it."""
+        payload = encode_batch_json(
+            self.vehicle, self.agent, [body for _, body in rows], compress=self.config.uplink.compress
+        )
+        if len(payload) > MAX_PAYLOAD_BYTES and len(rows) > 1:
+            half = len(rows) // 2
+            self._publish(rows[:half], lane)
+            self._publish(rows[half:], lane)
+            return
+        info = self.client.publish(up_topic(self.vehicle), payload, qos=1)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            log.info("publish deferred (%s): will resend after the ack timeout", mqtt.error_string(info.rc))
+        self._flights[self._next_flight] = Flight({s for s, _ in rows}, time.monotonic(), lane)
+        self._next_flight += 1
+        self.stats.batches_sent += 1
+        self.stats.records_sent += len(rows)
+        self.stats.bytes_sent += len(payload)
+        self.stats.flights = len(self._flights)
+
+    def backlog(self) -> int:
+        """Records not yet answered by the collector (from the buffer)."""
+        return self.buffer.counts().pending

@@ -1,0 +1,42 @@
+"""``frota agent``: the program on the bus (``run`` now; ``status`` comes with the next issue)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from frota.errors import UserError
+
+
+def register(subparsers: Any) -> None:
+    """Add ``frota agent`` and its subcommands to the command line."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "agent",
+        help="the on-bus agent: serial devices → durable buffer → MQTT",
+        description="The on-bus agent. 'run' reads the serial devices, keeps every record in a "
+        "durable SQLite buffer and ships it to the collector over MQTT.",
+    )
+    sub = parser.add_subparsers(dest="agent_command", metavar="SUBCOMMAND")
+    sub.required = True
+    run_parser = sub.add_parser(
+        "run",
+        help="run the agent in the foreground until SIGTERM/SIGINT",
+        description="Run the agent with a TOML configuration (firmware-notes/agent-config.md). "
+        "A bad configuration is refused with a one-line message naming the key.",
+    )
+    run_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    run_parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load the configuration and run the agent."""
+    from agent.buffer import BufferError
+    from agent.config import ConfigError, load_config
+    from agent.main import run as run_agent
+    from agent.uplink import UplinkError
+
+    try:
+        config = load_config(args.config)
+        return run_agent(config)
+    except (ConfigError, BufferError, UplinkError) as err:
+        raise UserError(str(err)) from err

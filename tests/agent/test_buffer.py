@@ -1,0 +1,104 @@
+"""The durable buffer: seq without gaps across reopen, dedupe by device_seq, batched commits."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+from agent.buffer import MIGRATIONS, Buffer, BufferWriter
+from tests.agent.helpers import speed
+
+
+def test_seq_has_no_gaps_across_reopen_and_agent_id_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "b.sqlite"
+    buf = Buffer(path)
+    agent = buf.agent
+    assert buf.add([("reg", speed(n)) for n in range(3)]) == [1, 2, 3]
+    buf.close()
+    buf = Buffer(path)
+    assert buf.agent == agent
+    assert buf.add([("reg", speed(n)) for n in range(3, 5)]) == [4, 5]
+    bodies = [json.loads(b) for _, b in buf.pending(0, 100)]
+    assert [b["seq"] for b in bodies] == [1, 2, 3, 4, 5]
+    assert {b["agent"] for b in bodies} == {agent}
+    assert [b["ts"] for b in bodies] == [speed(n)["ts"] for n in range(5)]
+    buf.close()
+
+
+def test_a_new_buffer_gets_a_new_agent_id(tmp_path: Path) -> None:
+    a = Buffer(tmp_path / "a.sqlite")
+    b = Buffer(tmp_path / "b.sqlite")
+    assert a.agent != b.agent
+    a.close()
+    b.close()
+
+
+def test_wal_mode_and_named_migrations(tmp_path: Path) -> None:
+    buf = Buffer(tmp_path / "b.sqlite")
+    buf.close()
+    conn = sqlite3.connect(tmp_path / "b.sqlite")
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    names = [r[0] for r in conn.execute("SELECT name FROM migrations ORDER BY name")]
+    assert names == [name for name, _ in MIGRATIONS]
+    conn.close()
+    Buffer(tmp_path / "b.sqlite").close()  # reopening applies nothing twice
+
+
+def test_the_same_frame_twice_is_one_record_and_takes_no_seq(tmp_path: Path) -> None:
+    buf = Buffer(tmp_path / "b.sqlite")
+    assert buf.add([("reg", speed(1, device_seq=10)), ("reg", speed(2, device_seq=11))]) == [1, 2]
+    # Frame 11 again (history download), a new frame 12, and a GPS record without device_seq.
+    again = [("reg", speed(2, device_seq=11)), ("reg", speed(3, device_seq=12)), ("gps", speed(4))]
+    assert buf.add(again) == [3, 4]
+    # The same device_seq from another source is another frame.
+    assert buf.add([("other", speed(5, device_seq=11))]) == [5]
+    assert buf.last_device_seq("reg") == 12
+    assert buf.counts().pending == 5
+    buf.close()
+
+
+def test_answers_mark_records_and_nothing_is_deleted(tmp_path: Path) -> None:
+    buf = Buffer(tmp_path / "b.sqlite")
+    buf.add([("reg", speed(n)) for n in range(10)])
+    assert buf.mark([(1, 4), (7, 7)], [(5, 5, "invalid record: kmh")]) == 6
+    assert buf.mark([(1, 4)], []) == 0  # answered twice: no change
+    counts = buf.counts()
+    assert (counts.pending, counts.stored, counts.rejected, counts.last_seq) == (4, 5, 1, 10)
+    assert [s for s, _ in buf.pending(0, 100)] == [6, 8, 9, 10]
+    assert [s for s, _ in buf.pending(0, 100, upto=8)] == [6, 8]
+    assert [s for s, _ in buf.pending_of([5, 6, 7, 9])] == [6, 9]
+    reason = buf.conn.execute("SELECT reason FROM records WHERE seq = 5").fetchone()
+    assert reason == ("invalid record: kmh",)
+    buf.close()
+
+
+def test_writer_batches_commits_and_flushes_on_stop(tmp_path: Path) -> None:
+    path = tmp_path / "b.sqlite"
+    writer = BufferWriter(path, commit_records=100, commit_interval_ms=10_000)
+    committed = threading.Event()
+    writer.notify(committed)
+    writer.start()
+    writer.put_many("reg", [speed(n, device_seq=n) for n in range(250)])
+    # 250 records with a size bound of 100 and a long time bound: two full commits happen now.
+    assert committed.wait(10)
+    writer.put("reg", speed(5, device_seq=5))  # a duplicate
+    writer.stop()
+    assert writer.captured == 250
+    assert writer.duplicates == 1
+    assert writer.commits == 3  # 100 + 100 by size, the rest flushed by stop
+    buf = Buffer(path)
+    assert buf.counts().last_seq == 250
+    buf.close()
+
+
+def test_writer_commits_on_time_bound(tmp_path: Path) -> None:
+    writer = BufferWriter(tmp_path / "b.sqlite", commit_records=1000, commit_interval_ms=20)
+    committed = threading.Event()
+    writer.notify(committed)
+    writer.start()
+    writer.put("reg", speed(1))
+    assert committed.wait(10)  # one record, far from the size bound, committed by time
+    assert writer.captured == 1
+    writer.stop()
