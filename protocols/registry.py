@@ -26,6 +26,7 @@ class ProtocolInfo:
 _MODULES: dict[str, str] = {
     "registrador": "protocols.registrador",
     "nmea": "protocols.nmea",
+    "apc": "protocols.apc",
 }
 
 

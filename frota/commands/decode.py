@@ -11,7 +11,7 @@ from typing import Any, BinaryIO
 
 from frota.errors import UserError
 from protocols import registry
-from protocols.records import dumps
+from protocols.records import RecordError, dumps, ts_to_ms
 
 CHUNK = 64 * 1024
 
@@ -24,6 +24,11 @@ def register(subparsers: Any) -> None:
         description="Decode a capture from a device (raw bytes, or hex text lines with --hex; "
         "a file or stdin) into canonical records as JSON Lines on stdout. A summary of "
         "what was dropped and why goes to stderr.",
+        epilog="Time: devices with a clock (registrador, nmea) stamp their own records. Door "
+        "counters (apc) have none: give a --hex capture whose lines start with an RFC 3339 "
+        "timestamp (e.g. '2026-03-02T14:23:05.021Z a5 01 81 ...'), the time of that line's "
+        "bytes and of the lines after it; without any timestamp their records are dropped and "
+        "counted as 'undated' in the summary.",
     )
     parser.add_argument(
         "--protocol", required=True, choices=registry.names(), help="the device's wire format"
@@ -36,7 +41,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--hex",
         action="store_true",
-        help="the input is hex text: whitespace ignored, '#' starts a comment",
+        help="the input is hex text: whitespace ignored, '#' starts a comment, a line may "
+        "start with an RFC 3339 timestamp",
     )
     parser.add_argument("file", nargs="?", metavar="FILE", help="the capture (default: stdin)")
     parser.set_defaults(func=run)
@@ -44,13 +50,27 @@ def register(subparsers: Any) -> None:
 
 def hex_chunks(lines: Iterator[bytes]) -> Iterator[bytes]:
     """Hex text lines (comments after '#', any whitespace) → bytes, one chunk per line."""
+    for _ts_ms, chunk in timed_hex_chunks(lines):
+        yield chunk
+
+
+def timed_hex_chunks(lines: Iterator[bytes]) -> Iterator[tuple[int | None, bytes]]:
+    """Hex text lines, each maybe led by an RFC 3339 timestamp → (ms or None, bytes)."""
     for number, line in enumerate(lines, start=1):
         text = line.split(b"#", 1)[0].decode("ascii", errors="replace")
-        digits = "".join(text.split())
-        if not digits:
+        words = text.split()
+        ts_ms = None
+        if words and ":" in words[0]:  # hex never holds ':'; a timestamp always does
+            try:
+                ts_ms = ts_to_ms(words[0])
+            except RecordError as err:
+                raise UserError(f"line {number}: {err}") from err
+            words = words[1:]
+        digits = "".join(words)
+        if not digits and ts_ms is None:
             continue
         try:
-            yield bytes.fromhex(digits)
+            yield ts_ms, bytes.fromhex(digits)
         except ValueError as err:
             raise UserError(f"line {number} is not hex: {text.strip()[:40]!r}") from err
 
@@ -76,9 +96,15 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"cannot read {path}: {err.strerror}") from err
     decoder = info.make_decoder(vehicle)
     out = sys.stdout
+    set_time = getattr(decoder, "set_time", None)  # devices without a clock (apc)
     with stream:
-        chunks = hex_chunks(iter(stream)) if args.hex else raw_chunks(stream)
-        for chunk in chunks:
+        if args.hex:
+            chunks: Iterator[tuple[int | None, bytes]] = timed_hex_chunks(iter(stream))
+        else:
+            chunks = ((None, chunk) for chunk in raw_chunks(stream))
+        for ts_ms, chunk in chunks:
+            if ts_ms is not None and callable(set_time):
+                set_time(ts_ms)
             for record in decoder.feed(chunk):
                 out.write(dumps(record) + "\n")
     finish = getattr(decoder, "finish", None)
@@ -88,6 +114,12 @@ def run(args: argparse.Namespace) -> int:
     out.flush()
     summary = {"protocol": args.protocol, "vehicle": vehicle, **decoder.stats.summary()}
     print("decode summary: " + json.dumps(summary), file=sys.stderr)
+    if callable(set_time) and summary.get("undated"):
+        print(
+            f"  {summary['undated']} records had no time: {args.protocol} devices have no clock, "
+            "give --hex lines that start with an RFC 3339 timestamp",
+            file=sys.stderr,
+        )
     for reason, raw in decoder.stats.rejected[-10:]:
         print(f"  rejected ({reason}): {raw[:96]}{'…' if len(raw) > 96 else ''}", file=sys.stderr)
     return 0
