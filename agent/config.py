@@ -30,10 +30,15 @@ class _Strict(BaseModel):
 
 
 class CounterConfig(_Strict):
-    """One door counter on the RS-485 line: its bus address and the door numbers of its channels."""
+    """One door sensor on the RS-485 line: its bus address and the number of the door it counts."""
 
     address: Annotated[int, Field(ge=1, le=247)]
-    doors: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1)]
+    door: Annotated[int, Field(ge=0)] | None = None
+
+    @property
+    def door_number(self) -> int:
+        """The door number in the records (default: the address)."""
+        return self.address if self.door is None else self.door
 
 
 class DeviceConfig(_Strict):
@@ -67,7 +72,7 @@ class DeviceConfig(_Strict):
         addresses = [c.address for c in self.counters]
         if len(set(addresses)) != len(addresses):
             raise ValueError("counters: two counters share an address")
-        doors = [d for c in self.counters for d in c.doors]
+        doors = [c.door_number for c in self.counters]
         if len(set(doors)) != len(doors):
             raise ValueError("counters: a door number is used twice")
         if self.stopbits not in (1, 1.5, 2):

@@ -26,7 +26,7 @@ BASE: dict[str, Any] = {
             "name": "doors",
             "protocol": "apc",
             "port": "/dev/ttyUSB1",
-            "counters": [{"address": 1, "doors": [1, 2]}],
+            "counters": [{"address": 1, "door": 1}, {"address": 2}],
         },
     ],
 }
@@ -38,7 +38,7 @@ def test_the_example_file_loads() -> None:
     assert config.vehicle == "ABC1D23"
     assert [d.protocol for d in config.devices] == ["registrador", "nmea", "apc"]
     assert [d.device for d in config.devices] == ["registrador", "gps", "apc"]
-    assert config.devices[2].counters[1].doors == [2, 3]
+    assert [c.door_number for c in config.devices[2].counters] == [1, 2, 3]
     assert config.broker.tls_enabled
     assert config.broker.port == 8883
     assert config.buffer.retention_days == 90
@@ -96,10 +96,11 @@ _DELETE = object()
         ("devices.0.stopbits", 3, "devices[0].stopbits: 3"),
         ("devices.0.baudrate", -1, "devices[0].baudrate:"),
         ("devices.0.port", _DELETE, "devices[0].port: missing"),
-        ("devices.0.counters", [{"address": 1, "doors": [1]}], "devices[0].counters: only apc"),
+        ("devices.0.counters", [{"address": 1}], "devices[0].counters: only apc"),
         ("devices.1.counters", [], "devices[1].counters: an apc device needs"),
         ("devices.1.counters.0.address", 0, "devices[1].counters[0].address:"),
-        ("devices.1.counters.0.doors", [], "devices[1].counters[0].doors:"),
+        ("devices.1.counters.0.door", 2, "devices[1].counters: a door number is used twice"),
+        ("devices.1.counters.1.address", 1, "devices[1].counters: two counters share an address"),
         ("devices.1.name", "reg", "devices: two devices are named 'reg'"),
         ("devices.1.reopen_max_s", 0.1, "devices[1].reopen_max_s: must be >= reopen_min_s"),
     ],

@@ -1,0 +1,81 @@
+"""The door counters: an RS-485 multi-drop line the agent polls by address (it is the only master).
+
+Door sensors have no clock: every request and answer is fed to the decoder with the time
+keeper's estimate (latest device time + monotonic time since), as contract.md says.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import serial
+
+from agent.config import DeviceConfig
+from agent.sources.base import Sink, Source
+from agent.timekeeper import TimeKeeper
+from protocols.apc import Poller
+from protocols.records import Record
+
+
+class ApcSource(Source):
+    """Polls each configured sensor every ``poll_interval_s``; silence of all of them reopens."""
+
+    clocked = False
+
+    def __init__(
+        self,
+        config: DeviceConfig,
+        vehicle: str,
+        sink: Sink,
+        clock: TimeKeeper,
+        stop: threading.Event,
+    ) -> None:
+        super().__init__(config, vehicle, sink, clock, stop)
+        self.poller = Poller(
+            vehicle,
+            [c.address for c in config.counters],
+            {c.address: c.door_number for c in config.counters},
+        )
+        self.decoder = self.poller.decoder
+
+    def deliver(self, records: list[Record]) -> None:
+        """Records come stamped by the decoder with the time keeper's estimate: pass them on."""
+        if records:
+            self.records += len(records)
+            self.sink(self.name, records)
+
+    def _exchange(self, port: serial.Serial, request: bytes) -> bool:
+        """Send one request, read its answer until a frame completes or the reply times out."""
+        port.reset_input_buffer()
+        port.write(request)
+        records = self.poller.feed(request, self.clock.now_ms()[0])
+        frames = self.decoder.stats.frames
+        deadline = time.monotonic() + self.config.reply_timeout_s
+        answered = False
+        while time.monotonic() < deadline and not self.stop.is_set():
+            data = port.read(max(1, min(port.in_waiting, 256)))
+            if not data:
+                continue
+            answered = True
+            records += self.poller.feed(data, self.clock.now_ms()[0])
+            if self.decoder.stats.frames > frames:
+                break
+        self.deliver(records)
+        return answered
+
+    def session(self, port: serial.Serial) -> None:
+        """Poll round after round until every sensor is silent too long, the line fails or stop."""
+        port.timeout = min(0.02, self.config.reply_timeout_s)
+        self.last_data_mono = None
+        opened = time.monotonic()
+        while not self.stop.is_set():
+            started = time.monotonic()
+            for _ in range(len(self.poller.addresses) + len(self.poller.decoder.pending_acks())):
+                if self._exchange(port, self.poller.next_request()):
+                    self.data_arrived()
+            since = self.last_data_mono if self.last_data_mono is not None else opened
+            if time.monotonic() - since >= self.config.silent_after_s:
+                return
+            self.stop.wait(max(0.0, self.config.poll_interval_s - (time.monotonic() - started)))
+        self.deliver(self.poller.decoder.finish())

@@ -1,0 +1,227 @@
+"""Sources on real pseudo-terminals: reading, a device unplugged and plugged back, silence, polling."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.config import DeviceConfig
+from agent.sources import Source, make_source
+from agent.timekeeper import TimeKeeper
+from protocols.apc import DoorCounts, encode_counts
+from protocols.records import Record, ms_to_ts, ts_to_ms, validate
+from protocols.registrador.encoder import encode_status
+from simulators.pty import PtyPort
+from tests.agent.helpers import T0_MS, VEHICLE
+
+pytestmark = pytest.mark.pty
+
+
+class Collected:
+    """A sink that keeps (source, record) pairs."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, Record]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, source: str, records: list[Record]) -> None:
+        with self.lock:
+            self.items.extend((source, validate(r)) for r in records)
+
+    def statuses(self, device: str) -> list[str]:
+        """The health statuses reported for ``device``, in order."""
+        with self.lock:
+            return [r["status"] for _, r in self.items if r["kind"] == "device" and r["device"] == device]
+
+    def of(self, kind: str) -> list[Record]:
+        """Records of one kind."""
+        with self.lock:
+            return [r for _, r in self.items if r["kind"] == kind]
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll ``cond()`` until true or timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+class Talker:
+    """Writes registrador status frames on a pty every 20 ms while ``talking`` is set."""
+
+    def __init__(self, port: PtyPort) -> None:
+        self.port = port
+        self.seq = 0
+        self.talking = threading.Event()
+        self.talking.set()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(0.02):
+            if self.talking.is_set() and self.port.plugged:
+                self.seq += 1
+                frame = encode_status(
+                    self.seq, T0_MS + self.seq * 1000, kmh=50.0, odometer_m=self.seq, ignition=True
+                )
+                self.port.write(frame)
+
+    def close(self) -> None:
+        """Stop writing."""
+        self.stopped.set()
+        self.thread.join()
+
+
+@pytest.fixture
+def stop() -> Iterator[threading.Event]:
+    """The agent's stop event, set after the test."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def device(name: str, protocol: str, port: str, **extra: Any) -> DeviceConfig:
+    """A device with quick reopen and silence timings for tests."""
+    return DeviceConfig.model_validate(
+        {
+            "name": name,
+            "protocol": protocol,
+            "port": port,
+            "silent_after_s": 0.5,
+            "reopen_min_s": 0.05,
+            "reopen_max_s": 0.2,
+            **extra,
+        }
+    )
+
+
+def test_registrador_unplugged_and_plugged_back(tmp_path: Path, stop: threading.Event) -> None:
+    port = PtyPort(tmp_path / "reg", baud=0)
+    port.open()
+    talker = Talker(port)
+    sink = Collected()
+    clock = TimeKeeper()
+    source: Source = make_source(device("reg", "registrador", port.path), VEHICLE, sink, clock, stop)
+    source.start()
+    try:
+        assert wait_until(lambda: len(sink.of("speed")) >= 5)
+        assert clock.synced
+        port.unplug()
+        assert wait_until(lambda: "disconnected" in sink.statuses("registrador"))
+        before = len(sink.of("speed"))
+        port.open()
+        assert wait_until(lambda: sink.statuses("registrador")[-1:] == ["ok"])
+        assert wait_until(lambda: len(sink.of("speed")) >= before + 5)
+        talker.talking.clear()  # the device falls silent
+        assert wait_until(lambda: sink.statuses("registrador")[-1:] == ["silent"])
+        talker.talking.set()
+        assert wait_until(lambda: sink.statuses("registrador")[-1:] == ["ok"])
+    finally:
+        stop.set()
+        source.join(5)
+        talker.close()
+        port.close()
+    statuses = sink.statuses("registrador")
+    assert statuses == ["disconnected", "ok", "silent", "ok"]
+    seqs = [r["device_seq"] for r in sink.of("speed")]
+    assert seqs == sorted(seqs)
+    assert len(set(seqs)) == len(seqs)
+    # Agent records about the registrador carry the time keeper's (device-derived) time.
+    device_recs = [r for r in sink.of("device") if r["device"] == "registrador"]
+    assert all("host clock" not in r.get("detail", "") for r in device_recs)
+
+
+def test_a_missing_device_does_not_stop_another(tmp_path: Path, stop: threading.Event) -> None:
+    port = PtyPort(tmp_path / "reg", baud=0)
+    port.open()
+    talker = Talker(port)
+    sink = Collected()
+    clock = TimeKeeper()
+    missing = make_source(
+        device("gps", "nmea", str(tmp_path / "no-such-tty")), VEHICLE, sink, clock, stop
+    )
+    reg = make_source(device("reg", "registrador", port.path), VEHICLE, sink, clock, stop)
+    missing.start()
+    reg.start()
+    try:
+        assert wait_until(lambda: len(sink.of("speed")) >= 10)
+        assert sink.statuses("gps") == ["disconnected"]  # reported once, retried quietly
+        assert wait_until(lambda: missing.reopens >= 0 and reg.health == "ok")
+    finally:
+        stop.set()
+        missing.join(5)
+        reg.join(5)
+        talker.close()
+        port.close()
+    gps = [r for r in sink.of("device") if r["device"] == "gps"]
+    assert "no-such-tty" in gps[0]["detail"]
+
+
+class DoorSensor:
+    """One APC sensor at address 1 answering polls on a pty: 2 boarded, 1 alighted per poll."""
+
+    def __init__(self, port: PtyPort) -> None:
+        self.port = port
+        self.entered = 0
+        self.exited = 0
+        self.polls = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stopped.wait(0.005):
+            data = self.port.read()
+            if len(data) >= 6 and data[1] == 1:
+                self.polls += 1
+                # Door opens on poll 2, closes on poll 4; counts move while open.
+                is_open = 2 <= self.polls < 4
+                if is_open:
+                    self.entered += 2
+                    self.exited += 1
+                counts = DoorCounts(open=is_open, entered=self.entered, exited=self.exited)
+                self.port.write(encode_counts(1, counts))
+
+    def close(self) -> None:
+        """Stop answering."""
+        self.stopped.set()
+        self.thread.join()
+
+
+def test_apc_is_polled_and_stamped_with_device_time(tmp_path: Path, stop: threading.Event) -> None:
+    port = PtyPort(tmp_path / "apc", baud=0)
+    port.open()
+    sensor = DoorSensor(port)
+    sink = Collected()
+    clock = TimeKeeper()
+    clock.observe(ms_to_ts(T0_MS), "reg")  # a registrador spoke: T0
+    cfg = device(
+        "doors", "apc", port.path, poll_interval_s=0.05, reply_timeout_s=0.2,
+        counters=[{"address": 1, "door": 7}],
+    )
+    source = make_source(cfg, VEHICLE, sink, clock, stop)
+    source.start()
+    try:
+        assert wait_until(lambda: any(not r["open"] for r in sink.of("door")))
+    finally:
+        stop.set()
+        source.join(5)
+        sensor.close()
+        port.close()
+    doors = sink.of("door")
+    assert [(r["door"], r["open"]) for r in doors[:2]] == [(7, True), (7, False)]
+    # Poll 1 is the baseline; polls 2 and 3 each count 2 in, 1 out: 4 boarded, 2 alighted.
+    assert sum(r["boarded"] for r in doors[:2]) == 4
+    assert sum(r["alighted"] for r in doors[:2]) == 2
+    # Stamped with the time keeper: T0 plus a little monotonic time, not the host clock.
+    for rec in doors:
+        assert 0 <= ts_to_ms(rec["ts"]) - T0_MS < 30_000
