@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 
 import uvicorn
 
@@ -50,13 +52,25 @@ class FleetVehicles:
             return self._ids
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that SIGTERM/SIGINT end ``run()`` normally instead of being
+    re-raised after the shutdown, so the collector closes its MQTT session and store and exits 0."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Ask the server to stop (a second SIGINT forces it)."""
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+
 def run(config: CollectorConfig) -> int:
     """Run the collector until SIGINT/SIGTERM; return the exit status."""
     vehicles = FleetVehicles(config.registry)
     store: Store = open_store(config.database.url, synchronous=config.database.synchronous)
     ingest = Ingest(store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes)
     app = make_app(ingest, vehicles, stale_after_s=config.ingest.stale_after_s)
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(
             app,
             host=config.http.host,

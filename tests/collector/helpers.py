@@ -1,0 +1,177 @@
+"""Test-side pieces for the collector: a fleet file, configs, the collector as a real process, and an
+agent stand-in (a real paho client) that publishes batches and collects acknowledgements."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from protocols.records import Record, ms_to_ts, ts_to_ms
+from protocols.uplink import Ack, decode_ack, up_topic
+from tests.services import PROJECT, free_port
+
+VEHICLES = ("ABC1D23", "XYZ9K88")
+FLEET: dict[str, Any] = {
+    "lines": [],
+    "vehicles": [{"id": v, "seats": 46, "capacity": 46} for v in VEHICLES],
+    "drivers": [],
+}
+T0 = ts_to_ms("2026-03-02T14:10:00.000Z")
+
+
+def speed(vehicle: str, agent: str, seq: int, *, at_s: int | None = None, **extra: Any) -> Record:
+    """A speed record: ts is T0 + ``at_s`` seconds (default ``seq``), kmh = seq % 100."""
+    second = seq if at_s is None else at_s
+    return {
+        "vehicle": vehicle,
+        "ts": ms_to_ts(T0 + second * 1000),
+        "kind": "speed",
+        "agent": agent,
+        "seq": seq,
+        "kmh": seq % 100,
+        **extra,
+    }
+
+
+def write_fleet(folder: Path) -> Path:
+    """The two-vehicle fleet registry in ``folder``."""
+    path = folder / "fleet.json"
+    path.write_text(json.dumps(FLEET))
+    return path
+
+
+def write_config(folder: Path, broker_url: str, http_port: int, extra: str = "") -> Path:
+    """A collector.toml using fleet.json and collector.db in ``folder``."""
+    write_fleet(folder)
+    path = folder / "collector.toml"
+    path.write_text(
+        'registry = "fleet.json"\n'
+        f"{extra}"
+        f'[broker]\nurl = "{broker_url}"\nclient_id = "collector-under-test"\n'
+        '[database]\npath = "collector.db"\n'
+        f'[http]\nhost = "127.0.0.1"\nport = {http_port}\n'
+    )
+    return path
+
+
+class CollectorProcess:
+    """``frota collector run`` as a real process on a free HTTP port."""
+
+    def __init__(self, folder: Path, broker_url: str) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.config = write_config(folder, broker_url, self.port)
+        self.db = folder / "collector.db"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = folder / "collector.log"
+
+    @property
+    def base(self) -> str:
+        """The HTTP base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *, wait_connected: bool = True) -> None:
+        """Start the process and wait until /health answers (200 when ``wait_connected``)."""
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "frota", "collector", "run", "--config", str(self.config)],
+                cwd=PROJECT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        self.wait_health(200 if wait_connected else None)
+
+    def wait_health(self, status: int | None, timeout: float = 30.0) -> httpx.Response:
+        """Poll /health until it answers (with ``status`` when given)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.proc is not None
+            assert self.proc.poll() is None, self.log.read_text()
+            try:
+                response = httpx.get(self.base + "/health", timeout=2)
+                if status is None or response.status_code == status:
+                    return response
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"/health never answered {status}: {self.log.read_text()}")
+            time.sleep(0.05)
+
+    def stop(self) -> int:
+        """SIGTERM and wait; return the exit status."""
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            status = self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            status = self.proc.wait()
+        self.proc = None
+        return status
+
+
+class AgentSide:
+    """Publishes batch payloads like an agent and collects every ack on ``frota/v1/+/ack``."""
+
+    def __init__(self, port: int, client_id: str = "test-agent") -> None:
+        self.acks: list[tuple[str, Ack]] = []
+        self.cond = threading.Condition()
+        self.subscribed = threading.Event()
+        self.client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id)
+        self.client.on_connect = self._on_connect
+        self.client.on_subscribe = self._on_subscribe
+        self.client.on_message = self._on_message
+        self.client.reconnect_delay_set(1, 2)
+        self.client.connect("127.0.0.1", port)
+        self.client.loop_start()
+        assert self.subscribed.wait(10), "the test's ack subscription never completed"
+
+    def _on_connect(self, client: mqtt.Client, *_args: Any) -> None:
+        client.subscribe("frota/v1/+/ack", qos=1)
+
+    def _on_subscribe(self, *_args: Any) -> None:
+        self.subscribed.set()
+
+    def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        vehicle = msg.topic.split("/")[2]
+        with self.cond:
+            self.acks.append((vehicle, decode_ack(bytes(msg.payload))))
+            self.cond.notify_all()
+
+    def publish(self, vehicle: str, payload: bytes, topic: str | None = None) -> None:
+        """Publish at QoS 1 and wait for the broker's PUBACK."""
+        info = self.client.publish(topic or up_topic(vehicle), payload, qos=1)
+        info.wait_for_publish(10)
+
+    def wait_ack(
+        self, vehicle: str, match: Callable[[Ack], bool] = lambda _a: True, timeout: float = 20.0
+    ) -> Ack:
+        """The first ack for ``vehicle`` that ``match`` accepts (removed from the list)."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for i, (v, ack) in enumerate(self.acks):
+                    if v == vehicle and match(ack):
+                        del self.acks[i]
+                        return ack
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no matching ack for {vehicle}; got {self.acks}")
+                self.cond.wait(left)
+
+    def close(self) -> None:
+        """Disconnect."""
+        self.client.disconnect()
+        self.client.loop_stop()
