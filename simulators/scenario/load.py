@@ -329,6 +329,7 @@ def _build(path: Path, data: dict[str, Any]) -> Scenario:
     )
     _check_registry(scenario)
     _check_itinerary(scenario)
+    _check_wire_sizes(scenario)
     return scenario
 
 
@@ -373,6 +374,20 @@ def _check_registry(sc: Scenario) -> None:
     for driver in sc.drivers:
         if cards.get(driver.id) != driver.card:
             raise ScenarioError(f"{where}: driver {driver.id} is missing or has another card")
+
+
+#: The registrador's fixed-width ASCII fields (firmware-notes/registrador.md): card, trip, line.
+WIRE_FIELD_SIZE = 16
+
+
+def _check_wire_sizes(sc: Scenario) -> None:
+    """Ids the registrador carries must fit its 16-byte ASCII fields, or the player cannot send them."""
+    names = [("line id", sc.line_id)] + [("card", d.card) for d in sc.drivers] + [
+        ("trip", s.trip_start.trip) for s in sc.stops if s.trip_start is not None]
+    for what, value in names:
+        if not value.isascii() or not 0 < len(value) <= WIRE_FIELD_SIZE:
+            raise ScenarioError(f"{what} {value!r} must be 1-{WIRE_FIELD_SIZE} ASCII characters "
+                                "(the registrador's field)")
 
 
 def _check_itinerary(sc: Scenario) -> None:

@@ -1,0 +1,126 @@
+"""Plays a scenario on the registrador, the GPS and the door counters, each on its own pseudo-terminal.
+
+One loop drives the three device models of :mod:`simulators.scenario.devices` on a manual
+device clock that steps through the scenario one second at a time, so the registrador's and the
+GPS's clocks follow the scenario's time exactly; wall time is paced at ``time_scale`` scenario
+seconds per real second (as fast as the machine allows when it cannot keep up). Between steps
+the loop answers the door counters' polls. Lines are unpaced (``baud 0``): at 1000× no serial
+line rate could carry a second's frames in a millisecond.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from simulators.clock import ManualClock
+from simulators.noise import Noise, NoiseConfig
+from simulators.pty import PtyPort
+from simulators.runner import Runner, Station
+from simulators.scenario.devices import DoorSensors, GpsScript, RegistradorScript
+from simulators.scenario.model import Scenario
+from simulators.scenario.timeline import build
+
+log = logging.getLogger(__name__)
+
+DEVICE_NAMES = ("registrador", "gps", "apc")
+
+
+@dataclass(frozen=True)
+class PlayResult:
+    """How a play went: scenario seconds played, wall seconds taken, whether it was interrupted."""
+
+    seconds: int
+    wall_s: float
+    interrupted: bool
+
+
+@contextmanager
+def _stop_on_signals(runner: Runner) -> Iterator[None]:
+    def stop(signum: int, frame: FrameType | None) -> None:
+        runner.stopping = True
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def play(
+    sc: Scenario,
+    *,
+    time_scale: float = 1000.0,
+    links: Path | None = None,
+    noise: NoiseConfig | None = None,
+    announce: IO[str] | None = None,
+    lead_in_s: float = 1.0,
+    tail_s: float = 1.0,
+    on_second: Callable[[int], None] | None = None,
+) -> PlayResult:
+    """Play a scenario on three ptys; print ``NAME PATH`` per device on ``announce`` first."""
+    if time_scale <= 0:
+        raise ValueError(f"time scale must be > 0, not {time_scale}")
+    tl = build(sc)
+    clock = ManualClock(sc.start_ms)
+    doors = DoorSensors(tl)
+    models = (RegistradorScript(tl), GpsScript(tl), doors)
+    stations = [
+        Station(model=m, port=PtyPort(links / m.name if links else None, baud=0),
+                noise=Noise(noise))
+        for m in models
+    ]
+    runner = Runner(stations, clock)
+    apc_port = stations[2].port
+    out = announce if announce is not None else sys.stdout
+    with _stop_on_signals(runner):
+        runner.open()
+        try:
+            for station in stations:
+                print(f"{station.model.name} {station.port.path}", file=out, flush=True)
+            _serve_polls(runner, apc_port, sc.start_ms, time.monotonic() + lead_in_s)
+            start = time.monotonic()
+            t = -1
+            for t in range(tl.duration_s + 1):
+                if runner.stopping:
+                    break
+                now = tl.ms(t)
+                clock.set(now)
+                doors.advance(t)
+                runner.step(now)
+                if on_second is not None:
+                    on_second(t)
+                _serve_polls(runner, apc_port, now, start + (t + 1) / time_scale)
+            wall = time.monotonic() - start
+            if not runner.stopping:
+                _serve_polls(runner, apc_port, clock.now_ms(), time.monotonic() + tail_s)
+        finally:
+            runner.close()
+    played = max(t, 0)
+    log.info("played %d s of %s in %.1f s (%.0f×)", played, sc.name, wall,
+             played / wall if wall > 0 else float("inf"))
+    return PlayResult(played, wall, runner.stopping)
+
+
+def _serve_polls(runner: Runner, apc_port: PtyPort, now_ms: int, until: float) -> None:
+    """Answer door-counter polls (and nothing else new) until the wall clock reaches ``until``."""
+    while not runner.stopping:
+        remaining = until - time.monotonic()
+        if remaining <= 0:
+            return
+        if not apc_port.plugged:
+            time.sleep(min(remaining, 0.01))
+            continue
+        ready, _, _ = select.select([apc_port.fileno()], [], [], remaining)
+        if ready:
+            runner.step(now_ms)
