@@ -12,6 +12,7 @@ from typing import Any
 
 #: The simulator modules, in the order ``frota sim --help`` lists them (one per line).
 SIM_MODULES: tuple[str, ...] = (
+    "simulators.registrador",
     "simulators.scenario.command",
 )
 
