@@ -157,6 +157,10 @@ class Store(ABC):
         """Rows of a read-only query."""
 
     @abstractmethod
+    def migrate(self) -> list[str]:
+        """Apply the named migrations not applied yet; return their names."""
+
+    @abstractmethod
     def close(self) -> None:
         """Close the connection."""
 

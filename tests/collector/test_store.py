@@ -1,0 +1,145 @@
+"""The store's keys, order, rejects and migrations, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from collector.store import Reject, Store, StoreError, device_key, open_store, record_row
+from protocols.records import ts_to_ms
+from tests.collector.helpers import T0, speed
+
+V1, V2 = "ABC1D23", "XYZ9K88"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty store's URL: a SQLite file, or a private schema in PostgreSQL."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "collector.db")
+        return
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}".encode())
+    try:
+        yield f"{dsn}?options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """The store, closed after the test."""
+    opened = open_store(store_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _seqs(store: Store, vehicle: str, since: int | None = None, until: int | None = None) -> list[int]:
+    return [json.loads(text)["seq"] for text in store.records(vehicle, since, until)]
+
+
+def test_a_record_is_stored_once_by_vehicle_agent_seq(store: Store) -> None:
+    rows = [record_row(speed(V1, "a1", seq), T0) for seq in (1, 2, 3)]
+    assert store.put(rows) == 3
+    assert store.put(rows) == 0
+    # the same seq from another agent, or of another vehicle, is another record
+    assert store.put([record_row(speed(V1, "a2", 1), T0), record_row(speed(V2, "a1", 1), T0)]) == 2
+    assert store.count() == 5
+    assert store.count(V1) == 4
+
+
+def test_the_same_device_frame_under_another_seq_is_one_record(store: Store) -> None:
+    frame = speed(V1, "a1", 1, device_seq=7)
+    assert store.put([record_row(frame, T0)]) == 1
+    assert store.put([record_row({**frame, "seq": 2}, T0)]) == 0  # history download
+    # same device_seq but another kind, another slot, or another device time: other records
+    driver = {"vehicle": V1, "ts": frame["ts"], "kind": "driver", "agent": "a1", "seq": 3,
+              "slot": 1, "driver": "D-1", "activity": "drive", "device_seq": 7}
+    rows = [
+        record_row(driver, T0),
+        record_row({**driver, "seq": 4, "slot": 2}, T0),
+        record_row(speed(V1, "a1", 5, at_s=86_400, device_seq=7), T0),
+    ]
+    assert store.put(rows) == 3
+    assert _seqs(store, V1) == [1, 3, 4, 5]
+
+
+def test_device_key_is_kind_slot_device_seq_and_device_time() -> None:
+    rec = speed(V1, "a1", 1, device_seq=42)
+    assert device_key(rec, ts_to_ms(rec["ts"])) == f"speed:0:42:{T0 + 1000}"
+    assert device_key(speed(V1, "a1", 1), T0) is None
+
+
+def test_records_come_in_ts_then_seq_order_within_bounds(store: Store) -> None:
+    records = [
+        speed(V1, "a1", 5, at_s=1),
+        speed(V1, "a1", 4, at_s=1),
+        speed(V1, "a1", 1, at_s=3),
+        speed(V1, "a1", 2, at_s=0),
+        speed(V2, "a1", 3, at_s=2),
+    ]
+    store.put([record_row(r, T0) for r in records])
+    assert _seqs(store, V1) == [2, 4, 5, 1]
+    assert _seqs(store, V1, T0 + 1000, T0 + 3000) == [4, 5]  # since inclusive, until exclusive
+    assert _seqs(store, "NOPE") == []
+
+
+def test_records_page_through_large_results(store: Store) -> None:
+    rows = [record_row(speed(V1, "a1", seq, at_s=seq // 3), T0) for seq in range(1, 2502)]
+    store.put(rows)
+    assert _seqs(store, V1) == list(range(1, 2502))
+
+
+def test_rejects_and_vehicle_state_are_kept(store: Store) -> None:
+    reject = Reject(T0, "frota/v1/X/up", "X", None, None, None, "not JSON: …", b"\x00\xff")
+    store.put([record_row(speed(V1, "a1", 1), T0)], [reject], [(V1, T0 + 1000, T0 + 9000, "a1")])
+    store.put([], [], [(V1, T0, T0 + 5000, "a1")])  # older news never moves the state back
+    assert store.reject_count() == 1
+    assert store.rejects() == [
+        {"received_ms": T0, "topic": "frota/v1/X/up", "vehicle": "X", "agent": None,
+         "first_seq": None, "last_seq": None, "reason": "not JSON: …", "payload": b"\x00\xff"}
+    ]
+    [state] = store.vehicles()
+    assert (state.vehicle, state.last_ts_ms, state.last_received_ms) == (V1, T0 + 1000, T0 + 9000)
+
+
+def test_operator_records_get_the_next_seq(store: Store) -> None:
+    incident = {"ts": "2026-03-02T15:00:00.000Z", "kind": "incident", "cause": "breakdown"}
+    first = store.append(V1, "operator", incident, T0)
+    second = store.append(V1, "operator", incident, T0)
+    assert first == {"vehicle": V1, "ts": "2026-03-02T15:00:00.000Z", "kind": "incident",
+                     "agent": "operator", "seq": 1, "cause": "breakdown"}
+    assert second["seq"] == 2
+    assert [i for i, _ in store.records_after(0)] == sorted(i for i, _ in store.records_after(0))
+    assert len(store.records_after(0)) == 2
+
+
+def test_reopening_applies_no_migration_twice_and_keeps_data(store_url: str) -> None:
+    first = open_store(store_url)
+    first.put([record_row(speed(V1, "a1", 1), T0)])
+    first.close()
+    again = open_store(store_url)
+    try:
+        assert again.migrate() == []
+        assert again.count() == 1
+    finally:
+        again.close()
+
+
+def test_opening_a_missing_or_broken_sqlite_file_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no database at"):
+        open_store(str(tmp_path / "missing.db"), create=False)
+    broken = tmp_path / "broken.db"
+    broken.write_bytes(b"this is not SQLite" * 100)
+    with pytest.raises(StoreError, match="file is not a database"):
+        open_store(str(broken), create=False)
