@@ -1,0 +1,149 @@
+"""``frota check``: canonical records (JSON Lines, any order) → findings (JSON Lines on stdout).
+
+The same engine the collector runs live (collector/rules). A file already in time order is
+streamed through the engine in constant memory; a file out of order is read again and sorted
+whole (stdin is first copied to a temporary file so it can be read twice).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from collector.registry import RegistryError
+from collector.registry import load as load_registry
+from collector.rules.engine import Engine, LateRecordError
+from collector.rules.profile import BUILTIN, Profile, ProfileError, load_profiles
+from collector.rules.timeutil import fast_ts_ms
+from frota.errors import UserError
+from protocols.records import RecordError, dumps, validate
+
+FLUSH_EVERY = 8192
+
+
+def register(subparsers: Any) -> None:
+    """Add ``frota check`` to the command line."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "check",
+        help="check canonical records against the law (findings as JSON Lines)",
+        description="Read canonical records (JSON Lines, a file or stdin, any order) and print "
+        "the findings of the rules engine as JSON Lines, in (start, rule, vehicle, driver, id) "
+        "order. Each trip is judged by its line's profile; --profile names the profile for "
+        "records outside any trip.",
+    )
+    parser.add_argument("--registry", required=True, metavar="FILE",
+                        help="the fleet registry (JSON, or YAML for .yaml/.yml)")
+    parser.add_argument(
+        "--profile", default="SP", metavar="NAME|PATH",
+        help="profile for records outside any trip: SP, BA or TO (default SP), or the path of "
+        "an operator's copy of a profile, which replaces the built-in one of the same name",
+    )
+    parser.add_argument(
+        "--as-of", metavar="TS",
+        help="'now' for open episodes and deadlines (RFC 3339; default: the latest record's "
+        "time); records after it are ignored",
+    )
+    parser.add_argument("file", nargs="?", metavar="RECORDS",
+                        help="canonical records, JSON Lines (default: stdin)")
+    parser.set_defaults(func=run)
+
+
+def resolve_profiles(value: str) -> tuple[dict[str, Profile], str]:
+    """``--profile``: a built-in name, or a path to an operator's copy (→ profiles, default name)."""
+    try:
+        if value in BUILTIN:
+            return load_profiles(), value
+        if not Path(value).is_file():
+            raise ProfileError(
+                f"--profile {value!r} is neither a built-in profile ({', '.join(BUILTIN)}) "
+                "nor a profile file"
+            )
+        profiles = load_profiles([value])
+        return profiles, next(name for name, p in profiles.items() if p.source == value)
+    except ProfileError as err:
+        raise UserError(str(err)) from None
+
+
+def parse_line(number: int, line: bytes) -> tuple[int, dict[str, Any]] | None:
+    """One input line → (ms, record); None for a blank line; UserError naming the line."""
+    if not line.strip():
+        return None
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError as err:
+        raise UserError(f"line {number} is not JSON: {err}") from None
+    try:
+        validate(rec)
+        return fast_ts_ms(rec["ts"]), rec
+    except RecordError as err:
+        raise UserError(f"line {number}: {err}") from None
+
+
+def _records(path: Path, as_of: int | None) -> Iterator[tuple[int, int, dict[str, Any]]]:
+    try:
+        handle = path.open("rb")
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            parsed = parse_line(number, line)
+            if parsed is None or (as_of is not None and parsed[0] > as_of):
+                continue
+            yield number, parsed[0], parsed[1]
+
+
+def _feed(engine: Engine, path: Path, as_of: int | None, *, stream: bool) -> None:
+    lines = engine.registry.lines
+    for count, (number, ms, rec) in enumerate(_records(path, as_of), start=1):
+        if rec["kind"] == "trip" and rec["line"] not in lines:
+            raise UserError(f"line {number}: unknown line {rec['line']!r} (not in the registry)")
+        engine.add_one(ms, rec)
+        if stream and count % FLUSH_EVERY == 0:
+            engine.flush()
+
+
+def check(registry_path: str, profile: str, records_path: Path,
+          as_of_ts: str | None) -> list[dict[str, Any]]:
+    """The findings for a records file (see the module's docstring)."""
+    try:
+        registry = load_registry(registry_path)
+    except RegistryError as err:
+        raise UserError(str(err)) from None
+    profiles, default = resolve_profiles(profile)
+    as_of: int | None = None
+    if as_of_ts is not None:
+        try:
+            as_of = fast_ts_ms(as_of_ts)
+        except RecordError:
+            raise UserError(f"--as-of {as_of_ts!r} is not an RFC 3339 timestamp") from None
+    engine = Engine(registry, profiles, default, retain=False)
+    try:
+        _feed(engine, records_path, as_of, stream=True)
+        return engine.findings(as_of)
+    except LateRecordError:
+        engine = Engine(registry, profiles, default, retain=False)
+        _feed(engine, records_path, as_of, stream=False)
+        return engine.findings(as_of)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the records and print the findings."""
+    if args.file is not None:
+        found = check(args.registry, args.profile, Path(args.file), args.as_of)
+    else:
+        with tempfile.NamedTemporaryFile(prefix="frota-check-", suffix=".jsonl") as spool:
+            shutil.copyfileobj(sys.stdin.buffer, spool)
+            spool.flush()
+            found = check(args.registry, args.profile, Path(spool.name), args.as_of)
+    out = sys.stdout
+    for finding in found:
+        out.write(dumps(finding) + "\n")
+    out.flush()
+    return 0
