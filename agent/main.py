@@ -13,7 +13,7 @@ import threading
 import time
 from types import FrameType
 
-from agent.buffer import BufferWriter
+from agent.buffer import Buffer, BufferWriter
 from agent.config import AgentConfig
 from agent.sources import Source, make_source
 from agent.sources.base import agent_record
@@ -25,6 +25,8 @@ log = logging.getLogger("agent")
 
 #: How often the agent logs its counters (seconds).
 STATUS_EVERY_S = 10.0
+#: How long a stopping agent waits for the collector to confirm what is pending (seconds).
+DRAIN_ON_STOP_S = 3.0
 
 
 class Agent:
@@ -39,6 +41,7 @@ class Agent:
         self.writer = BufferWriter(buf.path, buf.commit_records, buf.commit_interval_ms)
         self.writer.notify(self.wake)
         self.uplink = Uplink(config, self.wake)
+        self.reader = Buffer(buf.path)  # the main thread's own connection, for status
         self.sources: list[Source] = [
             make_source(device, config.vehicle, self._sink, self.clock, self.stop_event)
             for device in config.devices
@@ -76,7 +79,7 @@ class Agent:
         return (
             f"received={received} captured={self.writer.captured} dupes={self.writer.duplicates} "
             f"sent={up.records_sent} stored={up.stored} rejected={up.rejected} "
-            f"backlog={self.uplink.backlog()} broker={'up' if up.connected else 'down'} {health}"
+            f"backlog={self.reader.counts().pending} broker={'up' if up.connected else 'down'} {health}"
         )
 
     def run(self) -> None:
@@ -102,10 +105,13 @@ class Agent:
             source.join(timeout=5.0)
         self._sink("agent", [self._own("ok", f"agent {self.agent_id} stopping")])
         self.writer.stop()
-        # One last round so records just flushed (and acks in the pipe) are not left waiting.
-        self.uplink.wake.set()
+        # While the broker is there, send what is pending and wait a little for the answers;
+        # whatever is left stays in the buffer for the next start.
+        if not self.uplink.drain(DRAIN_ON_STOP_S):
+            log.info("stopping with %d records not yet confirmed", self.reader.counts().pending)
         self.uplink.stop()
         log.info("stopped: %s", self.status_line())
+        self.reader.close()
 
 
 def run(config: AgentConfig) -> int:

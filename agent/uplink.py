@@ -111,6 +111,7 @@ class Uplink:
         self._live_cursor = 0
         self._backlog_cursor = 0
         self._live_waiting_since: float | None = None
+        self._draining = False
         self._thread = threading.Thread(target=self._run, name="uplink", daemon=True)
         self.client = self._make_client()
 
@@ -207,6 +208,17 @@ class Uplink:
         self.client.connect_async(broker.host, broker.port, keepalive=broker.keepalive_s)
         self.client.loop_start()
         self._thread.start()
+
+    def drain(self, timeout: float) -> bool:
+        """Send everything pending now, without waiting for fuller batches; True if all answered."""
+        self._draining = True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.stats.connected:
+            if self.backlog() == 0:
+                return True
+            self.wake.set()
+            time.sleep(0.05)
+        return self.backlog() == 0
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop sending, say ``offline`` (retained) and disconnect."""
@@ -312,7 +324,8 @@ class Uplink:
         if self._live_waiting_since is None:
             self._live_waiting_since = now
         full = len(rows) >= cfg.batch_records
-        if not full and (now - self._live_waiting_since) * 1000 < cfg.batch_interval_ms:
+        waited = (now - self._live_waiting_since) * 1000
+        if not full and not self._draining and waited < cfg.batch_interval_ms:
             return
         self._live_cursor = rows[-1][0]
         self._live_waiting_since = None

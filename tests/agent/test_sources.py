@@ -13,10 +13,8 @@ import pytest
 from agent.config import DeviceConfig
 from agent.sources import Source, make_source
 from agent.timekeeper import TimeKeeper
-from protocols.apc import DoorCounts, encode_counts
 from protocols.records import Record, ms_to_ts, ts_to_ms, validate
-from protocols.registrador.encoder import encode_status
-from simulators.pty import PtyPort
+from tests.agent.devices import DoorSensor, Registrador
 from tests.agent.helpers import T0_MS, VEHICLE
 
 pytestmark = pytest.mark.pty
@@ -54,33 +52,6 @@ def wait_until(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
     return False
 
 
-class Talker:
-    """Writes registrador status frames on a pty every 20 ms while ``talking`` is set."""
-
-    def __init__(self, port: PtyPort) -> None:
-        self.port = port
-        self.seq = 0
-        self.talking = threading.Event()
-        self.talking.set()
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stopped.wait(0.02):
-            if self.talking.is_set() and self.port.plugged:
-                self.seq += 1
-                frame = encode_status(
-                    self.seq, T0_MS + self.seq * 1000, kmh=50.0, odometer_m=self.seq, ignition=True
-                )
-                self.port.write(frame)
-
-    def close(self) -> None:
-        """Stop writing."""
-        self.stopped.set()
-        self.thread.join()
-
-
 @pytest.fixture
 def stop() -> Iterator[threading.Event]:
     """The agent's stop event, set after the test."""
@@ -105,9 +76,8 @@ def device(name: str, protocol: str, port: str, **extra: Any) -> DeviceConfig:
 
 
 def test_registrador_unplugged_and_plugged_back(tmp_path: Path, stop: threading.Event) -> None:
-    port = PtyPort(tmp_path / "reg", baud=0)
-    port.open()
-    talker = Talker(port)
+    talker = Registrador(tmp_path / "reg")
+    port = talker.port
     sink = Collected()
     clock = TimeKeeper()
     source: Source = make_source(device("reg", "registrador", port.path), VEHICLE, sink, clock, stop)
@@ -129,7 +99,6 @@ def test_registrador_unplugged_and_plugged_back(tmp_path: Path, stop: threading.
         stop.set()
         source.join(5)
         talker.close()
-        port.close()
     statuses = sink.statuses("registrador")
     assert statuses == ["disconnected", "ok", "silent", "ok"]
     seqs = [r["device_seq"] for r in sink.of("speed")]
@@ -141,9 +110,8 @@ def test_registrador_unplugged_and_plugged_back(tmp_path: Path, stop: threading.
 
 
 def test_a_missing_device_does_not_stop_another(tmp_path: Path, stop: threading.Event) -> None:
-    port = PtyPort(tmp_path / "reg", baud=0)
-    port.open()
-    talker = Talker(port)
+    talker = Registrador(tmp_path / "reg")
+    port = talker.port
     sink = Collected()
     clock = TimeKeeper()
     missing = make_source(
@@ -161,46 +129,13 @@ def test_a_missing_device_does_not_stop_another(tmp_path: Path, stop: threading.
         missing.join(5)
         reg.join(5)
         talker.close()
-        port.close()
     gps = [r for r in sink.of("device") if r["device"] == "gps"]
     assert "no-such-tty" in gps[0]["detail"]
 
 
-class DoorSensor:
-    """One APC sensor at address 1 answering polls on a pty: 2 boarded, 1 alighted per poll."""
-
-    def __init__(self, port: PtyPort) -> None:
-        self.port = port
-        self.entered = 0
-        self.exited = 0
-        self.polls = 0
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stopped.wait(0.005):
-            data = self.port.read()
-            if len(data) >= 6 and data[1] == 1:
-                self.polls += 1
-                # Door opens on poll 2, closes on poll 4; counts move while open.
-                is_open = 2 <= self.polls < 4
-                if is_open:
-                    self.entered += 2
-                    self.exited += 1
-                counts = DoorCounts(open=is_open, entered=self.entered, exited=self.exited)
-                self.port.write(encode_counts(1, counts))
-
-    def close(self) -> None:
-        """Stop answering."""
-        self.stopped.set()
-        self.thread.join()
-
-
 def test_apc_is_polled_and_stamped_with_device_time(tmp_path: Path, stop: threading.Event) -> None:
-    port = PtyPort(tmp_path / "apc", baud=0)
-    port.open()
-    sensor = DoorSensor(port)
+    sensor = DoorSensor(tmp_path / "apc")
+    port = sensor.port
     sink = Collected()
     clock = TimeKeeper()
     clock.observe(ms_to_ts(T0_MS), "reg")  # a registrador spoke: T0
@@ -216,7 +151,6 @@ def test_apc_is_polled_and_stamped_with_device_time(tmp_path: Path, stop: thread
         stop.set()
         source.join(5)
         sensor.close()
-        port.close()
     doors = sink.of("door")
     assert [(r["door"], r["open"]) for r in doors[:2]] == [(7, True), (7, False)]
     # Poll 1 is the baseline; polls 2 and 3 each count 2 in, 1 out: 4 boarded, 2 alighted.

@@ -1,0 +1,131 @@
+"""Test-side devices on real pseudo-terminals: a registrador and a GPS that talk, a door sensor
+that answers polls. Frames are built with the protocols' own encoders; every frame sent is logged
+so tests can check that each one reached the far end.
+
+(The project's simulators play whole trips; these are small and fast, for the agent's tests.)
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+
+from protocols.apc import DoorCounts, encode_counts
+from protocols.apc.frames import READ_COUNTS
+from protocols.records import ms_to_ts
+from protocols.registrador.encoder import encode_status
+from simulators.pty import PtyPort
+from tests.agent.helpers import T0_MS
+
+
+class Device:
+    """A pty plus a thread; ``talking`` pauses it, :meth:`close` ends it."""
+
+    period_s = 0.02
+
+    def __init__(self, link: Path, baud: int = 0) -> None:
+        self.port = PtyPort(link, baud=baud)
+        self.port.open()
+        self.talking = threading.Event()
+        self.talking.set()
+        self.stopped = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @property
+    def path(self) -> str:
+        """The path the agent opens."""
+        return self.port.path
+
+    def _run(self) -> None:
+        while not self.stopped.wait(self.period_s):
+            if self.talking.is_set() and self.port.plugged:
+                with self.lock:
+                    self.tick()
+
+    def tick(self) -> None:
+        """One period's work."""
+
+    def close(self) -> None:
+        """Stop the thread and remove the pty."""
+        self.stopped.set()
+        self.thread.join()
+        self.port.close()
+
+
+class Registrador(Device):
+    """Status frames every 20 ms; its clock advances 1 s per frame (a 50× time scale)."""
+
+    def __init__(self, link: Path) -> None:
+        self.seq = 0
+        self.sent: list[int] = []
+        super().__init__(link)
+
+    def clock_ms(self, seq: int) -> int:
+        """The device time of frame ``seq``."""
+        return T0_MS + seq * 1000
+
+    def tick(self) -> None:
+        """Send the next status frame."""
+        self.seq += 1
+        frame = encode_status(
+            self.seq, self.clock_ms(self.seq), kmh=float(self.seq % 90), odometer_m=self.seq * 14,
+            ignition=True,
+        )
+        self.port.write(frame)
+        self.sent.append(self.seq)
+
+
+@functools.cache
+def _nmea_checksum(body: str) -> str:
+    value = 0
+    for char in body.encode():
+        value ^= char
+    return f"{value:02X}"
+
+
+class Gps(Device):
+    """An RMC sentence every 50 ms, one device second apart (time follows the registrador's T0)."""
+
+    period_s = 0.05
+
+    def __init__(self, link: Path) -> None:
+        self.n = 0
+        super().__init__(link)
+
+    def tick(self) -> None:
+        """Send the next RMC sentence."""
+        self.n += 1
+        ts = ms_to_ts(T0_MS + self.n * 1000)  # 2026-03-02T14:00:01.000Z
+        hhmmss = ts[11:13] + ts[14:16] + ts[17:19]
+        ddmmyy = ts[8:10] + ts[5:7] + ts[2:4]
+        body = f"GPRMC,{hhmmss}.00,A,2330.{self.n % 1000:03d},S,04637.512,W,40.0,90.0,{ddmmyy},,,A"
+        self.port.write(f"${body}*{_nmea_checksum(body)}\r\n".encode())
+
+
+class DoorSensor(Device):
+    """APC sensor at ``address``: opens on poll 2, counts 2 in and 1 out per poll while open,
+    closes on poll 4, then stays closed (so its totals are known: 4 boarded, 2 alighted)."""
+
+    period_s = 0.002
+
+    def __init__(self, link: Path, address: int = 1) -> None:
+        self.address = address
+        self.entered = 0
+        self.exited = 0
+        self.polls = 0
+        super().__init__(link)
+
+    def tick(self) -> None:
+        """Answer a READ_COUNTS addressed to us."""
+        data = self.port.read()
+        if len(data) >= 6 and data[1] == self.address and data[2] == READ_COUNTS:
+            self.polls += 1
+            is_open = 2 <= self.polls < 4
+            if is_open:
+                self.entered += 2
+                self.exited += 1
+            counts = DoorCounts(open=is_open, entered=self.entered, exited=self.exited)
+            self.port.write(encode_counts(self.address, counts))
