@@ -87,8 +87,15 @@ class RegistradorDecoder:
 
     def feed(self, data: bytes) -> list[Record]:
         """Consume bytes from the wire and return the records completed by them."""
+        return self._frames(self.scanner.feed(data))
+
+    def finish(self) -> list[Record]:
+        """End of stream: decode what a false start hid, count a truncated last frame as dropped."""
+        return self._frames(self.scanner.finish())
+
+    def _frames(self, frames: list[RawFrame]) -> list[Record]:
         out: list[Record] = []
-        for frame in self.scanner.feed(data):
+        for frame in frames:
             self.stats.frames += 1
             kind = frame.type
             self.last_clock_ms = frame.clock_ms
@@ -112,11 +119,6 @@ class RegistradorDecoder:
                 self.stats.bytes_dropped += len(frame.raw)
                 self.stats.reject(f"unknown type 0x{kind:02x}", frame.raw)
         return out
-
-    def finish(self) -> list[Record]:
-        """End of stream: count a truncated last frame as dropped; no record comes of it."""
-        self.scanner.finish()
-        return []
 
     def gaps(self) -> list[tuple[int, int]]:
         """Missing frame numbers (inclusive ranges) between the oldest and newest frames known."""

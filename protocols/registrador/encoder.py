@@ -87,7 +87,10 @@ def encode_status(
 
 
 def encode_driver_event(seq: int, clock_ms: int, *, slot: int, event: str, state: Slot) -> bytes:
-    """A 0x02 driver event: ``event`` is card_in, card_out or activity; ``state`` the slot after it."""
+    """A 0x02 driver event: card_in, card_out or activity; ``state`` the slot after it.
+
+    For card_out, ``state.card`` is the card that left and the activity is sent as 0xFF.
+    """
     codes = {name: code for code, name in f.DRIVER_EVENTS.items()}
     if event not in codes:
         raise ValueError(f"driver event {event!r} is not one of {', '.join(codes)}")
@@ -97,7 +100,7 @@ def encode_driver_event(seq: int, clock_ms: int, *, slot: int, event: str, state
             "slot": slot,
             "event": codes[event],
             "card": state.card or "",
-            "activity": _activity_code(state),
+            "activity": f.ACTIVITY_NONE if event == "card_out" else _activity_code(state),
         },
     )
     return encode_frame(f.DRIVER_EVENT, seq, clock_ms, payload)

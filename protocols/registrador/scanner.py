@@ -137,11 +137,17 @@ class FrameScanner:
             del buf[:pos]
         return out
 
-    def finish(self) -> None:
-        """End of stream: whatever is left is a truncated frame (or junk); count and keep it."""
-        if self._buf:
-            self._drop(self._buf)
-            self._buf.clear()
+    def finish(self) -> list[RawFrame]:
+        """End of stream: give up on the frame start still waiting for bytes, look past it.
+
+        A false start near the end (garbage claiming a long LEN) must not hide the real frames
+        after it, so the head byte is dropped and the rest scanned again until nothing is left.
+        """
+        out: list[RawFrame] = []
+        while self._buf:
+            self._drop(self._buf[:1])
+            del self._buf[:1]
+            out.extend(self.feed(b""))
         if self._junk_count:
             self.stats.reject(
                 f"truncated or garbage at end of stream ({self._junk_count} bytes)",
@@ -149,3 +155,4 @@ class FrameScanner:
             )
             self._junk.clear()
             self._junk_count = self._junk_crc = 0
+        return out
