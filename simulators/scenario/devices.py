@@ -102,10 +102,12 @@ class RegistradorScript:
             slot = int(str(fields["slot"]))
             card = fields["driver"]
             before = self.slots[slot]
-            if card is None:
+            if card is None and before.card is None:
+                return None  # the slots as the first status frame reports them: nothing to do
+            if card is None:  # the event carries the slot after it: empty
                 self.slots[slot] = reg.Slot()
                 return reg.encode_driver_event(self._next_seq(), ms, slot=slot, event="card_out",
-                                               state=reg.Slot(before.card, before.activity))
+                                               state=reg.Slot())
             state = reg.Slot(str(card), str(fields["activity"]))
             self.slots[slot] = state
             event = "activity" if before.card == card else "card_in"

@@ -110,6 +110,9 @@ def build(sc: Scenario) -> Timeline:
     route = Polyline(points)
     tl = Timeline(scenario=sc, route=route, speed_ms=[0.0], route_m=[0.0])
     rng = random.Random(sc.seed)
+    # the registrador's first status frame reports both slots (empty until a card goes in)
+    tl.events += [Event(0, "driver", {"slot": slot, "driver": None, "activity": "unknown"})
+                  for slot in (1, 2)]
     for i, stop in enumerate(sc.stops):
         if i > 0:
             start_m = route.cumulative[stop_vertex[i - 1]]

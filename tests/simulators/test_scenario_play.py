@@ -1,0 +1,96 @@
+"""A scenario played on three ptys, read as the agent would, matches the file and the rendered records."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocols.records import Record, validate
+from simulators.scenario import DATA_DIR
+from simulators.scenario.render import render
+from tests.simulators.scenario_reader import Played, play_and_read
+
+SHORT = Path(__file__).parent.parent / "data" / "scenario" / "short.toml"
+
+pytestmark = [pytest.mark.pty]
+
+_DEVICE_FIELDS = ("raw", "device_seq")
+
+
+def _strip(rec: Record) -> dict[str, Any]:
+    return {k: v for k, v in rec.items() if k not in _DEVICE_FIELDS}
+
+
+def _door_totals(records: list[Record]) -> dict[tuple[int, str], int]:
+    totals: Counter[tuple[int, str]] = Counter()
+    for rec in records:
+        if rec["kind"] == "door":
+            totals[(rec["door"], "boarded")] += rec["boarded"]
+            totals[(rec["door"], "alighted")] += rec["alighted"]
+    return dict(totals)
+
+
+def _check_against_render(played: Played, rendered: list[Record]) -> None:
+    """Registrador records equal the rendered ones; positions within NMEA's resolution."""
+    assert played.returncode == 0, played.stderr
+    for rec in played.registrador + played.gps + played.apc:
+        validate(rec)
+    want = [_strip(r) for r in rendered if r["kind"] in ("speed", "driver", "trip", "incident")]
+    assert [_strip(r) for r in played.registrador] == want
+    positions = [r for r in rendered if r["kind"] == "position"]
+    assert [r["ts"] for r in played.gps] == [r["ts"] for r in positions]
+    for got, exp in zip(played.gps, positions, strict=True):
+        # NMEA carries 1e-5 minute (1.7e-7°); the rendered record is rounded to 1e-6°
+        assert abs(got["lat"] - exp["lat"]) <= 1.0e-6
+        assert abs(got["lon"] - exp["lon"]) <= 1.0e-6
+        # knots to 0.01 (0.0185 km/h) against km/h rounded to 0.1
+        assert abs(got["kmh"] - exp["kmh"]) <= 0.06
+    assert _door_totals(played.apc) == _door_totals(rendered)
+
+
+def _speed_at(played: Played) -> dict[str, float]:
+    return {r["ts"]: r["kmh"] for r in played.registrador if r["kind"] == "speed"}
+
+
+def test_short_scenario_played_on_ptys_matches_file_and_render() -> None:
+    played = play_and_read(SHORT, "TST0A00", doors=2, time_scale=1000)
+    _check_against_render(played, render(SHORT))
+    # Totals worked out by hand from tests/data/scenario/short.toml:
+    speeds = [r for r in played.registrador if r["kind"] == "speed"]
+    # 0.12° of latitude along one meridian = 0.12 × π/180 × 6 371 008.8 m = 13 343.4 m
+    assert speeds[-1]["odometer_m"] - speeds[0]["odometer_m"] == 13_343
+    # 4 stops: speed 0 for at least a minute, 4 times (the 3 points and the roadside stop)
+    stops, run = 0, 0
+    for rec in speeds:
+        run = run + 1 if rec["kmh"] == 0 else 0
+        stops += run == 60
+    assert stops == 4
+    # doors: door 1 boards 10 + 3 and lets 4 out; door 2 lets 4 + 5 out; 13 in, 13 out
+    assert _door_totals(played.apc) == {(1, "boarded"): 13, (1, "alighted"): 4,
+                                        (2, "boarded"): 0, (2, "alighted"): 9}
+    # the doors were seen open only while the registrador said the bus stood still
+    speed_at = _speed_at(played)
+    opened = [r for r in played.apc if r["kind"] == "door" and r["open"]]
+    assert len(opened) == 5  # Norte door 1; Meio doors 1 and 2; Sul doors 1 and 2
+    assert all(speed_at[r["ts"]] == 0 for r in played.apc if r["kind"] == "door")
+    drivers = [(r["driver"], r["activity"]) for r in played.registrador
+               if r["kind"] == "driver" and r["slot"] == 1]
+    assert ("11111111111", "work") in drivers
+    assert ("22222222222", "drive") in drivers
+    assert [r["event"] for r in played.registrador if r["kind"] == "trip"] == ["start", "end"]
+    assert [(r["cause"], r["carrier_fault"]) for r in played.registrador
+            if r["kind"] == "incident"] == [("road_blocked", False)]
+
+
+@pytest.mark.slow
+def test_shipped_clean_scenario_played_on_ptys() -> None:
+    path = DATA_DIR / "sp-clean.toml"
+    played = play_and_read(path, "FRT1A01", doors=2, time_scale=2000)
+    _check_against_render(played, render(path))
+    # sp-clean.toml by hand: 38 + 6 boarded, 9 + 14 + 21 alighted
+    totals = _door_totals(played.apc)
+    assert totals[(1, "boarded")] + totals[(2, "boarded")] == 44
+    assert totals[(1, "alighted")] + totals[(2, "alighted")] == 44
