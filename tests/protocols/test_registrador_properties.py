@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from construct import ConstructError
@@ -119,7 +120,7 @@ def _spurious_frame(stream: bytes, starts: set[int]) -> bool:
 def _split(stream: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(stream) + 1) for c in cuts})
     bounds = [0, *points, len(stream)]
-    return [stream[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [stream[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 @settings(deadline=None, max_examples=100)
