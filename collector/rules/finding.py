@@ -61,5 +61,5 @@ def sort_key(finding: Finding) -> tuple[str, str, str, str, str]:
 
 
 def minutes(ms: int) -> float:
-    """A duration in minutes, rounded to 0.1 min for people checking by hand."""
-    return round(ms / 60_000, 1)
+    """A duration in minutes, to 0.01 min (a 29 min 58 s break reads 29.97, not 30)."""
+    return round(ms / 60_000, 2)
