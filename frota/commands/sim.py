@@ -13,6 +13,8 @@ from typing import Any
 #: The simulator modules, in the order ``frota sim --help`` lists them (one per line).
 SIM_MODULES: tuple[str, ...] = (
     "simulators.registrador",
+    "simulators.gps",
+    "simulators.apc",
     "simulators.scenario.command",
 )
 

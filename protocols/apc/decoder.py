@@ -51,6 +51,7 @@ class _Door:
     """What the decoder remembers about one sensor (one address, one door)."""
 
     last: DoorCounts
+    answers: int = 1
     boarded: int = 0
     alighted: int = 0
     conditions: frozenset[str] = field(default_factory=frozenset)
@@ -77,6 +78,11 @@ class ApcDecoder:
     def door_number(self, address: int) -> int:
         """The door a sensor address counts (configured, else the address itself)."""
         return self.door_numbers.get(address, address)
+
+    def answers(self, address: int) -> int:
+        """How many COUNTS answers this address has given (0 if never heard)."""
+        door = self._doors.get(address)
+        return 0 if door is None else door.answers
 
     def pending_acks(self) -> list[int]:
         """Addresses whose last answer had the counter-reset flag up: send them ACK_RESET."""
@@ -159,6 +165,7 @@ class ApcDecoder:
             self._conditions(address, door, now, raw, out)
             return
         before = door.last
+        door.answers += 1
         reset = (now.counter_reset and not before.counter_reset) or now.resets != before.resets
         if reset:
             # Counted from zero since the reset: the new values are the deltas. Passengers

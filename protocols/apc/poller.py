@@ -43,11 +43,15 @@ class Poller:
         self.addresses = list(addresses)
         self.decoder = ApcDecoder(vehicle, doors)
         self._next = 0
+        #: address → its answer count when ACK_RESET was last sent: one ACK per answer seen.
+        self._acked_at: dict[int, int] = {}
 
     def next_request(self) -> bytes:
         """The next frame to put on the bus: an ACK_RESET owed, else the next READ_COUNTS."""
-        owed = self.decoder.pending_acks()
+        decoder = self.decoder
+        owed = [a for a in decoder.pending_acks() if decoder.answers(a) > self._acked_at.get(a, 0)]
         if owed:
+            self._acked_at[owed[0]] = decoder.answers(owed[0])
             return encode_request(owed[0], ACK_RESET)
         address = self.addresses[self._next]
         self._next = (self._next + 1) % len(self.addresses)
