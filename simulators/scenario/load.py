@@ -327,9 +327,9 @@ def _build(path: Path, data: dict[str, Any]) -> Scenario:
         registry_path=registry_path,
         registry=registry,
     )
+    _check_wire_sizes(scenario)
     _check_registry(scenario)
     _check_itinerary(scenario)
-    _check_wire_sizes(scenario)
     return scenario
 
 
