@@ -2,8 +2,8 @@
 
 A record is *captured* once its transaction commits. ``seq`` is assigned inside the committing
 transaction (the next number after the largest one stored), so a crash or SIGKILL can never leave
-a gap or reuse a number. Registrador frames are deduplicated by (source, device epoch,
-``device_seq``): the same frame received live and again by a history download is one record.
+a gap or reuse a number. Registrador frames are deduplicated by (source, :func:`device_key`): the
+same frame received live and again by a history download is one record.
 Nothing is deleted before the collector confirms it: each record carries its upload state
 (pending, stored, rejected with the collector's reason).
 
@@ -42,16 +42,17 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
             ts_ms INTEGER NOT NULL,           -- the record's ts, for retention and ordering
             kind TEXT NOT NULL,
             source TEXT NOT NULL,             -- the configured device name, or 'agent'
-            device_epoch INTEGER NOT NULL DEFAULT 0,
             device_seq INTEGER,               -- the device's own frame number (registrador)
+            device_key TEXT,                  -- one record of one frame: see device_key()
             body TEXT NOT NULL,               -- the canonical record as JSON, agent and seq included
             state INTEGER NOT NULL DEFAULT 0, -- 0 pending, 1 stored, 2 rejected
             reason TEXT,                      -- the collector's reason for a rejection
             captured_ms INTEGER NOT NULL,     -- host wall clock at commit (diagnostics only)
             acked_ms INTEGER                  -- host wall clock at the collector's answer
         );
-        CREATE UNIQUE INDEX records_device_frame
-            ON records (source, device_epoch, device_seq) WHERE device_seq IS NOT NULL;
+        CREATE UNIQUE INDEX records_device_key
+            ON records (source, device_key) WHERE device_key IS NOT NULL;
+        CREATE INDEX records_device_seq ON records (source, device_seq) WHERE device_seq IS NOT NULL;
         CREATE INDEX records_pending ON records (seq) WHERE state = 0;
         CREATE INDEX records_ts ON records (ts_ms);
         """,
@@ -115,6 +116,22 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     return applied
 
 
+def device_key(rec: Record, ts_ms: int) -> str | None:
+    """Which record of which device frame this is, for records with ``device_seq``; else None.
+
+    ``kind:sub:device_seq:ts_ms``: one frame can give several records (a status frame gives
+    ``speed`` and, on a change, ``driver`` for slot 1 and slot 2, or ``device`` records per
+    flag), told apart by kind and ``sub`` (the driver slot, the device status, the door); the
+    device time keeps a frame counter that wraps or restarts (a replaced registrador) from
+    merging two different frames. The collector's key (collector/store.py) is built the same way.
+    """
+    device_seq = rec.get("device_seq")
+    if device_seq is None:
+        return None
+    sub = rec.get("slot") or rec.get("status") or rec.get("door") or 0
+    return f"{rec['kind']}:{sub}:{device_seq}:{ts_ms}"
+
+
 def _body(rec: Record, agent: str, seq: int) -> str:
     """The record as stored and sent: common fields first, then agent and seq, then the rest."""
     out: dict[str, Any] = {"vehicle": rec["vehicle"], "ts": rec["ts"], "kind": rec["kind"]}
@@ -170,17 +187,18 @@ class Buffer:
                 (last,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()
                 seq = int(last) + 1
                 for source, rec in items:
-                    device_seq = rec.get("device_seq")
+                    ts_ms = ts_to_ms(rec["ts"])
                     cur = self.conn.execute(
                         "INSERT OR IGNORE INTO records "
-                        "(seq, ts_ms, kind, source, device_epoch, device_seq, body, captured_ms) "
-                        "VALUES (?, ?, ?, ?, 0, ?, ?, ?)",
+                        "(seq, ts_ms, kind, source, device_seq, device_key, body, captured_ms) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             seq,
-                            ts_to_ms(rec["ts"]),
+                            ts_ms,
                             rec["kind"],
                             source,
-                            device_seq,
+                            rec.get("device_seq"),
+                            device_key(rec, ts_ms),
                             _body(rec, self.agent, seq),
                             now,
                         ),
@@ -275,11 +293,11 @@ class Buffer:
         )
 
     def last_device_seq(self, source: str) -> int | None:
-        """The largest ``device_seq`` captured from ``source`` (for the registrador's catch-up)."""
+        """The ``device_seq`` captured last from ``source`` (where the registrador's catch-up starts)."""
         row = self.conn.execute(
-            "SELECT MAX(device_seq) FROM records WHERE source = ? AND device_epoch = "
-            "(SELECT COALESCE(MAX(device_epoch), 0) FROM records WHERE source = ?)",
-            (source, source),
+            "SELECT device_seq FROM records WHERE source = ? AND device_seq IS NOT NULL "
+            "ORDER BY seq DESC LIMIT 1",
+            (source,),
         ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
 

@@ -8,7 +8,8 @@ import threading
 from pathlib import Path
 
 from agent.buffer import MIGRATIONS, Buffer, BufferWriter
-from tests.agent.helpers import speed
+from protocols.records import make_record
+from tests.agent.helpers import VEHICLE, speed
 
 
 def test_seq_has_no_gaps_across_reopen_and_agent_id_is_kept(tmp_path: Path) -> None:
@@ -46,6 +47,18 @@ def test_wal_mode_and_named_migrations(tmp_path: Path) -> None:
     Buffer(tmp_path / "b.sqlite").close()  # reopening applies nothing twice
 
 
+def test_one_frame_may_give_several_records(tmp_path: Path) -> None:
+    buf = Buffer(tmp_path / "b.sqlite")
+    frame = speed(1, device_seq=10)
+    slot1 = make_record("driver", VEHICLE, frame["ts"], slot=1, driver="D-1", activity="drive", device_seq=10)
+    slot2 = make_record("driver", VEHICLE, frame["ts"], slot=2, driver=None, activity="rest", device_seq=10)
+    assert buf.add([("reg", frame), ("reg", slot1), ("reg", slot2)]) == [1, 2, 3]
+    assert buf.add([("reg", slot2), ("reg", frame)]) == []  # the same frame again
+    # A frame counter that restarted (a replaced registrador): same number, another time.
+    assert buf.add([("reg", speed(99, device_seq=10))]) == [4]
+    buf.close()
+
+
 def test_the_same_frame_twice_is_one_record_and_takes_no_seq(tmp_path: Path) -> None:
     buf = Buffer(tmp_path / "b.sqlite")
     assert buf.add([("reg", speed(1, device_seq=10)), ("reg", speed(2, device_seq=11))]) == [1, 2]
@@ -53,7 +66,7 @@ def test_the_same_frame_twice_is_one_record_and_takes_no_seq(tmp_path: Path) -> 
     again = [("reg", speed(2, device_seq=11)), ("reg", speed(3, device_seq=12)), ("gps", speed(4))]
     assert buf.add(again) == [3, 4]
     # The same device_seq from another source is another frame.
-    assert buf.add([("other", speed(5, device_seq=11))]) == [5]
+    assert buf.add([("other", speed(2, device_seq=11))]) == [5]
     assert buf.last_device_seq("reg") == 12
     assert buf.counts().pending == 5
     buf.close()
