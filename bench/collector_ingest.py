@@ -1,0 +1,193 @@
+"""Collector ingest throughput: a backlog of batches drained from a private Mosquitto into the store.
+
+    python -m bench.collector_ingest [--records 100000] [--batch 100]
+
+The batches are queued in the broker for a persistent session first (``mosquitto_pub -l``, one
+JSON payload per line, fewer than 65,535 messages: see ../shared/design/facts.md), then the
+subscriber connects and drains them. Three subscribers drain the same backlog in the same run:
+
+- ``floor``: a bare paho subscriber that json-decodes each batch and inserts positional tuples
+  into a plain WAL table in one transaction per message (facts.md's ≈157k records/s);
+- ``collector``: the collector's :class:`collector.ingest.Ingest` (decode, validate every record,
+  store once with its keys and indexes, commit with ``synchronous=FULL``, publish the ack);
+- ``collector-normal``: the same with ``synchronous=NORMAL``.
+
+A last line times :meth:`Ingest.handle` alone on zstd batches (no broker) to show the split.
+Printed: records/s and the ratio to the floor.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from collector.config import BrokerConfig
+from collector.ingest import Ingest
+from collector.store import open_store
+from protocols.records import ms_to_ts, ts_to_ms
+from protocols.uplink import UP_SUBSCRIPTION, encode_batch, up_topic
+from tests.services import Mosquitto
+
+VEHICLE = "ABC1D23"
+AGENT = "bench-agent"
+T0 = ts_to_ms("2026-03-02T00:00:00.000Z")
+
+
+def _records(count: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for seq in range(1, count + 1):
+        rec: dict[str, Any] = {"vehicle": VEHICLE, "ts": ms_to_ts(T0 + seq * 500), "agent": AGENT,
+                               "seq": seq}
+        if seq % 2:
+            rec.update(kind="speed", kmh=float(seq % 90), odometer_m=seq * 7,
+                       device_seq=seq // 2, raw="7e0a" + f"{seq:08x}" + "00" * 14)
+        else:
+            rec.update(kind="position", lat=-23.5 + seq * 1e-6, lon=-46.6 - seq * 1e-6, kmh=80.0,
+                       course=123.4)
+        out.append(rec)
+    return out
+
+
+def _queue_backlog(broker: Mosquitto, lines: Path, subscribe: Callable[[], None]) -> None:
+    """Register the persistent session, disconnect, then queue every payload for it."""
+    subscribe()
+    subprocess.run(
+        ["mosquitto_pub", "-p", str(broker.port), "-q", "1", "-t", up_topic(VEHICLE), "-l"],
+        stdin=lines.open("rb"),
+        check=True,
+    )
+
+
+def _wait(done: Callable[[], bool], timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the backlog never drained")
+        time.sleep(0.002)
+
+
+def _floor(broker: Mosquitto, lines: Path, total: int, folder: Path) -> float:
+    conn = sqlite3.connect(folder / "floor.db", isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE records (vehicle, agent, seq, ts, kind, record)")
+    stored = [0]
+
+    def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        batch = json.loads(msg.payload)
+        rows = [(r["vehicle"], r["agent"], r["seq"], r["ts"], r["kind"], json.dumps(r))
+                for r in batch["records"]]
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO records VALUES (?, ?, ?, ?, ?, ?)", rows)
+        conn.execute("COMMIT")
+        stored[0] += len(rows)
+
+    def client() -> mqtt.Client:
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="bench-floor", clean_session=False)
+        c.on_connect = lambda cl, *_a: cl.subscribe(UP_SUBSCRIPTION, qos=1)
+        c.on_message = on_message
+        c.connect("127.0.0.1", broker.port)
+        return c
+
+    def subscribe() -> None:
+        c = client()
+        c.loop_start()
+        time.sleep(0.5)
+        c.disconnect()
+        c.loop_stop()
+
+    _queue_backlog(broker, lines, subscribe)
+    c = client()
+    start = time.perf_counter()
+    c.loop_start()
+    _wait(lambda: stored[0] >= total)
+    elapsed = time.perf_counter() - start
+    c.disconnect()
+    c.loop_stop()
+    conn.close()
+    return total / elapsed
+
+
+def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: str) -> float:
+    store = open_store(str(folder / f"collector-{sync}.db"), synchronous=sync)
+    client_id = f"bench-collector-{sync}"
+    config = BrokerConfig(url=broker.url, client_id=client_id)
+
+    def subscribe() -> None:
+        ingest = Ingest(store, lambda: frozenset({VEHICLE}))
+        ingest.connect(config)
+        _wait(lambda: ingest.state.connected, 10)
+        time.sleep(0.5)
+        ingest.close()
+
+    _queue_backlog(broker, lines, subscribe)
+    ingest = Ingest(store, lambda: frozenset({VEHICLE}))
+    live = ingest.state.vehicle(VEHICLE)
+    start = time.perf_counter()
+    ingest.connect(config)
+    _wait(lambda: live.stored + live.duplicates >= total)
+    elapsed = time.perf_counter() - start
+    ingest.close()
+    assert store.count(VEHICLE) == total, store.count(VEHICLE)
+    store.close()
+    return total / elapsed
+
+
+def _handle_only(payloads: list[bytes], total: int, folder: Path) -> float:
+    store = open_store(str(folder / "handle.db"))
+    ingest = Ingest(store, lambda: frozenset({VEHICLE}))
+    topic = up_topic(VEHICLE)
+    start = time.perf_counter()
+    for payload in payloads:
+        ingest.handle(topic, payload)
+    elapsed = time.perf_counter() - start
+    store.close()
+    return total / elapsed
+
+
+def main() -> None:
+    """Run the benchmark and print records/s and ratios."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--batch", type=int, default=100)
+    args = parser.parse_args()
+    records = _records(args.records)
+    batches = [records[i : i + args.batch] for i in range(0, len(records), args.batch)]
+    if len(batches) >= 65_535:
+        raise SystemExit("keep the run under 65,535 messages (mosquitto_pub -l, facts.md)")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        lines = folder / "payloads.jsonl"
+        with lines.open("wb") as out:
+            for batch in batches:
+                out.write(encode_batch(VEHICLE, AGENT, batch, compress=False) + b"\n")
+        broker = Mosquitto(folder)
+        broker.start()
+        try:
+            floor = _floor(broker, lines, len(records), folder)
+            full = _collector(broker, lines, len(records), folder, "full")
+            normal = _collector(broker, lines, len(records), folder, "normal")
+        finally:
+            broker.stop()
+        zstd = [encode_batch(VEHICLE, AGENT, b) for b in batches]
+        handle = _handle_only(zstd, len(records), folder)
+    print(f"backlog of {len(records)} records in {len(batches)} batches of {args.batch}")
+    print(f"floor (paho + json + plain WAL insert)   {floor:10,.0f} records/s  1.00")
+    print(f"collector, synchronous=FULL              {full:10,.0f} records/s  {full / floor:.2f}")
+    print(f"collector, synchronous=NORMAL            {normal:10,.0f} records/s  {normal / floor:.2f}")
+    print(f"Ingest.handle only (zstd, FULL, no MQTT) {handle:10,.0f} records/s  {handle / floor:.2f}")
+
+
+if __name__ == "__main__":
+    threading.current_thread().name = "bench"
+    main()
