@@ -87,7 +87,7 @@ def test_trip_still_running_is_judged_so_far() -> None:
 @pytest.mark.parametrize(("card_at", "found"), [(59 * S, 0), (60 * S, 1)])
 def test_unidentified_after_60_seconds(card_at: int, found: int) -> None:
     tl = Timeline()
-    for t in range(0, 120):
+    for t in range(120):
         tl.speed("V1", t * S, 50)
     tl.slot("V1", card_at, 1, "C1", "drive")
     got = of(tl.findings(), UNID)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -18,7 +19,7 @@ def _rich() -> list[dict[str, Any]]:
     """Two buses, two drivers swapping and changing buses, speeding, trips, no card."""
     tl = Timeline()
     tl.trip("V1", 0, "start", "T1", "SP-1").slot("V1", 0, 1, "C1", "drive")
-    for t in range(0, 40):
+    for t in range(40):
         tl.speed("V1", t * S, 95 if 5 <= t < 25 else 70)
     tl.moving("V1", 40 * S, 6 * HOUR, every_ms=20 * MIN)
     tl.slot("V1", 3 * HOUR, 1, "C2", "drive").slot("V1", 3 * HOUR, 2, "C1", "rest")
@@ -65,7 +66,7 @@ def test_shuffling_and_rebatching_never_change_the_output(order: list[int], cuts
     engine = Engine(REGISTRY, PROFILES, "SP")
     bounds = [0, *sorted(cuts), len(shuffled)]
     latest = max(r["ts"] for r in RECORDS)
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         engine.add(shuffled[a:b])
         engine.flush()
         if peek:
