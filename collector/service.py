@@ -22,13 +22,14 @@ log = logging.getLogger(__name__)
 
 
 class FleetVehicles:
-    """The registry's vehicle ids, reloaded when the file changes (checked at most once a second).
+    """The registry's vehicle ids, reloaded when the file changes (checked every ``recheck_s``).
 
     A registry that becomes invalid while running keeps the last good one (and says so in the log).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, recheck_s: float = 1.0) -> None:
         self.path = path
+        self.recheck_s = recheck_s
         self._lock = threading.Lock()
         self._mtime = os.stat(path).st_mtime_ns
         self._ids = frozenset(registry.load(path).vehicles)
@@ -37,7 +38,7 @@ class FleetVehicles:
     def __call__(self) -> frozenset[str]:
         """The current set of vehicle ids."""
         now = time.monotonic()
-        if now - self._checked < 1.0:
+        if now - self._checked < self.recheck_s:
             return self._ids
         with self._lock:
             self._checked = now
