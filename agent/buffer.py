@@ -322,6 +322,11 @@ class BufferWriter:
         """The buffer's agent id."""
         return self.buffer.agent
 
+    @property
+    def alive(self) -> bool:
+        """True while the writer thread runs."""
+        return self._thread.is_alive()
+
     def notify(self, event: threading.Event) -> None:
         """Set ``event`` after every commit that captured something."""
         self._listeners.append(event)

@@ -167,9 +167,9 @@ class BufferConfig(_Strict):
 class UplinkConfig(_Strict):
     """How records are batched and sent."""
 
-    batch_records: Annotated[int, Field(ge=1, le=10_000)] = 500
+    batch_records: Annotated[int, Field(ge=1, le=10_000)] = 1000
     batch_interval_ms: Annotated[int, Field(ge=0, le=600_000)] = 1000
-    max_in_flight: Annotated[int, Field(ge=1, le=100)] = 8
+    max_in_flight: Annotated[int, Field(ge=1, le=100)] = 16
     ack_timeout_s: Annotated[float, Field(gt=0)] = 30.0
     compress: bool = True
 

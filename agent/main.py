@@ -17,6 +17,7 @@ from agent.buffer import Buffer, BufferWriter
 from agent.config import AgentConfig
 from agent.sources import Source, make_source
 from agent.sources.base import agent_record
+from agent.systemd import Notifier
 from agent.timekeeper import TimeKeeper
 from agent.uplink import Uplink
 from protocols.records import Record
@@ -42,6 +43,7 @@ class Agent:
         self.writer.notify(self.wake)
         self.uplink = Uplink(config, self.wake)
         self.reader = Buffer(buf.path)  # the main thread's own connection, for status
+        self.notifier = Notifier()
         self.sources: list[Source] = [
             make_source(device, config.vehicle, self._sink, self.clock, self.stop_event)
             for device in config.devices
@@ -82,16 +84,27 @@ class Agent:
             f"backlog={self.reader.counts().pending} broker={'up' if up.connected else 'down'} {health}"
         )
 
+    def healthy(self) -> bool:
+        """True while the threads that must never stop are alive (the watchdog's condition)."""
+        return self.writer.alive and self.uplink.alive
+
     def run(self) -> None:
         """Run until SIGTERM/SIGINT (or :meth:`request_stop`), then shut down cleanly."""
         self.start()
+        self.notifier.ready()
+        tick = min(1.0, self.notifier.watchdog_interval or 1.0)
         last = time.monotonic()
         try:
-            while not self.stop_event.wait(1.0):
+            while not self.stop_event.wait(tick):
+                if self.healthy():
+                    self.notifier.watchdog()
                 if time.monotonic() - last >= STATUS_EVERY_S:
                     last = time.monotonic()
-                    log.info("%s", self.status_line())
+                    line = self.status_line()
+                    log.info("%s", line)
+                    self.notifier.status(line)
         finally:
+            self.notifier.stopping()
             self.shutdown()
 
     def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:

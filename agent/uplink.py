@@ -209,6 +209,11 @@ class Uplink:
         self.client.loop_start()
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        """True while the send loop runs."""
+        return self._thread.is_alive()
+
     def drain(self, timeout: float) -> bool:
         """Send everything pending now, without waiting for fuller batches; True if all answered."""
         self._draining = True

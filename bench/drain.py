@@ -1,7 +1,7 @@
 """Backlog drain: 24 h of one bus's records in the agent's buffer, delivered to the real collector
 and confirmed, against ``mosquitto_pub`` pushing the same batches through the same broker.
 
-    .venv/bin/python -m bench.drain [--records 175000] [--batch 500] [--in-flight 8]
+    .venv/bin/python -m bench.drain [--records 175000] [--batch 1000] [--in-flight 16]
 
 1. About 175,000 realistic records (``bench.busday``: registrador and GPS at 1 Hz with their raw
    frames, door counts) are captured in a fresh agent buffer (not timed).
@@ -110,8 +110,8 @@ def main() -> None:
     """Run the benchmark and print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=175_000)
-    parser.add_argument("--batch", type=int, default=500)
-    parser.add_argument("--in-flight", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--in-flight", type=int, default=16)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

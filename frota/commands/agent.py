@@ -30,11 +30,14 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load the configuration and run the agent."""
+    from agent import logsetup
     from agent.buffer import BufferError
     from agent.config import ConfigError, load_config
     from agent.main import run as run_agent
     from agent.uplink import UplinkError
 
+    # stderr (the journal under systemd), rate-limited so a noisy line cannot fill the SD card.
+    logsetup.configure(level=args.log_level)
     try:
         config = load_config(args.config)
         return run_agent(config)
