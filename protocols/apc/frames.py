@@ -15,14 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from construct import (
-    BitStruct,
     Bytes,
     Checksum,
     Const,
-    Flag,
+    FlagsEnum,
     Int8ub,
     Int16ub,
-    Padding,
     RawCopy,
     Struct,
     this,
@@ -65,13 +63,13 @@ Frame = Struct(
 )
 
 # --- COUNTS response DATA (firmware-notes/apc.md, "COUNTS") -------------------------------------
-Status = BitStruct(
-    Padding(4),
-    "counter_reset" / Flag,  # bit 3: counters restarted from 0; latched until ACK_RESET
-    "tamper" / Flag,  # bit 2: housing opened or sensor head moved
-    "blocked" / Flag,  # bit 1: beam obstructed or lens dirty: counts unreliable
-    "open" / Flag,  # bit 0: door open (door-leaf contact)
-)
+Status = FlagsEnum(
+    Int8ub,
+    open=0x01,  # bit 0: door open (door-leaf contact)
+    blocked=0x02,  # bit 1: beam obstructed or lens dirty: counts unreliable
+    tamper=0x04,  # bit 2: housing opened or sensor head moved
+    counter_reset=0x08,  # bit 3: counters restarted from 0; latched until ACK_RESET
+)  # bits 4-7 reserved, sent as 0
 
 Counts = Struct(
     "status" / Status,
@@ -80,6 +78,8 @@ Counts = Struct(
     "exited" / Int16ub,  # cumulative passengers out (alighted), wraps at 65536
 )
 COUNTS_SIZE: Final = 6
+#: The decoder's hot path: the same Struct compiled (≈ 8x faster to parse, facts.md).
+COUNTS_COMPILED = Counts.compile()
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def encode_ack(address: int) -> bytes:
 
 def parse_counts(data: bytes) -> DoorCounts:
     """COUNTS DATA (6 bytes, already CRC-checked) → DoorCounts."""
-    parsed: Any = Counts.parse(data)
+    parsed: Any = COUNTS_COMPILED.parse(data)
     status = parsed.status
     return DoorCounts(
         open=bool(status.open),
@@ -160,10 +160,12 @@ class RawFrame:
 
 
 def scan(buf: bytes | bytearray, start: int = 0) -> tuple[str, int, RawFrame | None]:
-    """Look for a frame at ``buf[start]``: ("frame", size, f), ("short", 0, None) or ("bad", 1, None).
+    """Look for a frame at ``buf[start]``: ("frame", size, f), ("short", 0, None), ("bad" or
+    "crc", 1, None).
 
-    Hunting is done by hand (as pymodbus' RTU framer): check sync, length and CRC with plain
-    byte arithmetic before any construct parse, so a bad byte costs one slide.
+    Hunting is done by hand (as pymodbus' RTU framer): sync, length and CRC are checked with
+    plain byte arithmetic at the fixed offsets of :data:`Frame`, so a bad byte costs one slide
+    and a good frame no construct parse (the decoder parses DATA with :data:`Counts`).
     """
     if buf[start] != SYNC:
         return "bad", 1, None
@@ -178,5 +180,4 @@ def scan(buf: bytes | bytearray, start: int = 0) -> tuple[str, int, RawFrame | N
     raw = bytes(buf[start:end])
     if crc16(raw[1:-CRC_SIZE]) != int.from_bytes(raw[-CRC_SIZE:], "big"):
         return "crc", 1, None
-    body: Any = Frame.parse(raw).body.value  # the same Struct the encoder builds with
-    return "frame", end - start, RawFrame(body.address, body.command, bytes(body.data), raw)
+    return "frame", end - start, RawFrame(raw[1], raw[2], raw[HEADER_SIZE:-CRC_SIZE], raw)

@@ -20,7 +20,7 @@ from protocols.apc import (
     encode_counts,
     encode_request,
 )
-from protocols.apc.frames import crc16
+from protocols.apc.frames import Frame, crc16
 from protocols.apc.poller import reply_timeout_s
 from protocols.records import Record, ts_to_ms, validate
 from tests.services import PROJECT
@@ -71,6 +71,13 @@ def test_encoder_reproduces_the_hand_vectors() -> None:
     v4 = DoorCounts(open=True, entered=7, exited=3, blocked=True, counter_reset=True, resets=2)
     assert encode_counts(3, v4) == h(V4)
     assert encode_counts(4, DoorCounts(open=False, entered=16, exited=12, tamper=True)) == h(V7)
+
+
+def test_frame_struct_reads_the_hand_vectors() -> None:
+    body = Frame.parse(h(V4)).body.value
+    assert (body.address, body.command, body.length) == (3, 0x81, 6)
+    assert body.data == h("0b 02 00 07 00 03")
+    assert Frame.parse(h(V1)).crc == 0xC89D
 
 
 def test_encoder_refuses_bad_requests() -> None:
