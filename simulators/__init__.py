@@ -26,6 +26,14 @@ How the pieces fit (reuse them for every device)::
                        (prints the tty path on stdout, stops on SIGINT/SIGTERM or --duration);
                        run_stations(stations, clock, duration_s) for several devices at once.
 
+    simulators.registrador  RegistradorModel(start_ms, rate_hz, first_seq, memory) — the
+                       tachograph: set_speed, set_ignition, insert_card, withdraw_card,
+                       set_activity, device_event, trip, incident, power_off/power_on (each takes
+                       the device time), history(request_id, first, last, now_ms); frames come
+                       out of due()/receive() with their frame number as the Emission label
+                       (history answers: "history N", "history end"). DefaultDrive(model,
+                       start_ms).step(now_ms) plays a plausible day when run alone.
+
 A device simulator module (e.g. ``simulators.registrador``) holds the model class and
 ``register_sim(subparsers)``, which adds ``frota sim <device>`` (use ``add_line_arguments`` and
 ``serve``). List the module in ``SIM_MODULES`` in ``frota/commands/sim.py``. A line-based

@@ -33,7 +33,7 @@ class PtyPort:
     """The device end of a pseudo-terminal serial line."""
 
     def __init__(
-        self, link: str | Path | None = None, baud: int = 115_200, stall_timeout_s: float = 2.0
+        self, link: str | Path | None = None, baud: int = 115_200, stall_timeout_s: float = 0.5
     ) -> None:
         self.link = Path(link) if link is not None else None
         self.baud = baud
@@ -42,6 +42,7 @@ class PtyPort:
         self._slave: int | None = None
         self.slave_path = ""
         self._line_free_at = 0.0
+        self._deaf_until = 0.0
         self._inbox = bytearray()
         self.bytes_written = 0
         self.overrun_bytes = 0
@@ -136,7 +137,9 @@ class PtyPort:
         if self._line_free_at > now:  # the previous bytes are still on the wire
             time.sleep(self._line_free_at - now)
         view = memoryview(data)
-        deadline = time.monotonic() + self.stall_timeout_s
+        # After a write timed out (nobody reads), don't wait again for a second: drop at once.
+        patience = 0.0 if time.monotonic() < self._deaf_until else self.stall_timeout_s
+        deadline = time.monotonic() + patience
         sent = 0
         while sent < len(view):
             try:
@@ -148,6 +151,7 @@ class PtyPort:
             if remaining <= 0:
                 # Nobody drains the line: a real UART would keep transmitting into the void.
                 self.overrun_bytes += len(view) - sent
+                self._deaf_until = time.monotonic() + 1.0
                 break
             self._pull()
             select.select([], [self.master], [], min(remaining, 0.05))

@@ -141,3 +141,14 @@ def test_manual_clock_moves_only_when_told() -> None:
     assert clock.now_ms() == 1000
     assert clock.advance(500) == 1500
     assert clock.wall_seconds_until(10_000) == 0.0
+
+
+def test_a_line_nobody_reads_drops_bytes_instead_of_blocking(tmp_path: Path) -> None:
+    port = PtyPort(tmp_path / "tty", baud=0, stall_timeout_s=0.2)
+    port.open()
+    try:
+        total = sum(port.write(bytes(1024)) for _ in range(300))
+    finally:
+        port.close()
+    assert port.overrun_bytes > 0
+    assert total + port.overrun_bytes == 300 * 1024
