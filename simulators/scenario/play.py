@@ -26,7 +26,7 @@ from simulators.clock import ManualClock
 from simulators.noise import Noise, NoiseConfig
 from simulators.pty import PtyPort
 from simulators.runner import Runner, Station
-from simulators.scenario.devices import DoorSensors, GpsScript, RegistradorScript
+from simulators.scenario.devices import ScenarioDevices
 from simulators.scenario.model import Scenario
 from simulators.scenario.timeline import build
 
@@ -72,13 +72,12 @@ def play(
     if time_scale <= 0:
         raise ValueError(f"time scale must be > 0, not {time_scale}")
     tl = build(sc)
-    clock = ManualClock(sc.start_ms)
-    doors = DoorSensors(tl)
-    models = (RegistradorScript(tl), GpsScript(tl), doors)
+    clock = ManualClock(sc.start_ms - 1)
+    devices = ScenarioDevices(tl)
     stations = [
         Station(model=m, port=PtyPort(links / m.name if links else None, baud=0),
                 noise=Noise(noise))
-        for m in models
+        for m in devices.models
     ]
     runner = Runner(stations, clock)
     apc_port = stations[2].port
@@ -88,15 +87,15 @@ def play(
         try:
             for station in stations:
                 print(f"{station.model.name} {station.port.path}", file=out, flush=True)
-            _serve_polls(runner, apc_port, sc.start_ms, time.monotonic() + lead_in_s)
+            _serve_polls(runner, apc_port, clock.now_ms(), time.monotonic() + lead_in_s)
             start = time.monotonic()
             t = -1
             for t in range(tl.duration_s + 1):
                 if runner.stopping:
                     break
                 now = tl.ms(t)
+                devices.advance(t)
                 clock.set(now)
-                doors.advance(t)
                 runner.step(now)
                 if on_second is not None:
                     on_second(t)

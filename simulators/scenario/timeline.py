@@ -78,6 +78,8 @@ class Timeline:
     spans: list[StopSpan] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     passages: list[Passage] = field(default_factory=list)
+    rounded_arrivals: int = 0
+    """Legs whose last second was snapped onto the stop (distance not the speeds' integral)."""
 
     @property
     def duration_s(self) -> int:
@@ -172,6 +174,10 @@ def _drive(tl: Timeline, stop: Stop, start_m: float, length: float, rng: random.
     s, v, wander = 0.0, 0.0, 0.0
     limit = int(length / 0.5) + 3600  # a leg never takes longer than at 0.5 m/s plus an hour
     for _ in range(limit):
+        d = length - s
+        if v > 0 and v / 2 <= d <= v * v / (2 * decel) + v / 2:
+            _final_approach(tl, start_m, s, v, d)
+            return
         wander = min(max(wander + rng.gauss(0.0, 0.08), -jitter_ms), jitter_ms)
         target = _cruise_at(breaks, s) + wander
         target = min(target, math.sqrt(2 * decel * max(length - s, 0.0)))
@@ -182,6 +188,7 @@ def _drive(tl: Timeline, stop: Stop, start_m: float, length: float, rng: random.
         v_new = max(v_new, 0.0)
         ds = (v + v_new) / 2
         if s + ds >= length - 0.25 or (v_new < 0.3 and length - s < 1.0):
+            tl.rounded_arrivals += 1  # missed the exact approach: snap onto the stop
             tl.speed_ms.append(0.0)
             tl.route_m.append(start_m + length)
             return
@@ -190,6 +197,29 @@ def _drive(tl: Timeline, stop: Stop, start_m: float, length: float, rng: random.
         tl.speed_ms.append(v)
         tl.route_m.append(start_m + s)
     raise TimelineError(f"{stop.label}: the bus never reaches it (speeds too low?)")
+
+
+def _final_approach(tl: Timeline, start_m: float, s: float, v: float, d: float) -> None:
+    """Brake from ``v`` to a standstill exactly ``d`` metres on, in whole seconds.
+
+    ``n`` seconds of near-constant deceleration cover about ``v·n/2``; the speeds in between
+    are scaled so that the trapezoids of the reported speeds add up to ``d`` exactly, so the
+    distance is the integral of the speed and the registrador's odometer (which sums each
+    second's speed) lands on the stop too.
+    """
+    end_m = start_m + s + d
+    n = max(2, round(2 * d / v))
+    rest = d - v / 2
+    weights = n * (n - 1) / 2
+    previous = v
+    for k in range(1, n):
+        speed = rest * (n - k) / weights
+        s += (previous + speed) / 2
+        tl.speed_ms.append(speed)
+        tl.route_m.append(start_m + s)
+        previous = speed
+    tl.speed_ms.append(0.0)
+    tl.route_m.append(end_m)  # = start_m + s + previous / 2, without the rounding
 
 
 def _stop_events(tl: Timeline, stop: Stop, arrive: int, depart: int | None, *, first: bool) -> None:
