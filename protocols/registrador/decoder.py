@@ -41,6 +41,8 @@ _LEVEL_MASK: Final = f.FLAG_COMPARTMENT | f.FLAG_TAMPER | f.FLAG_FAULT
 _DEVICE_EVENT_FLAGS: Final = {1: (f.FLAG_FAULT, True), 2: (f.FLAG_FAULT, False),
                               3: (f.FLAG_TAMPER, True), 4: (f.FLAG_COMPARTMENT, True),
                               5: (f.FLAG_COMPARTMENT, False)}
+#: Frames whose CLOCK is the registrador's (a reader's request carries the reader's, or 0).
+_DEVICE_CLOCKED: Final = f.RECORDED_TYPES | {f.HISTORY_RECORD, f.HISTORY_END}
 #: Latest clock value ms_to_ts can write (9999-12-31T23:59:59.999Z).
 MAX_CLOCK_MS: Final = 253_402_300_799_999
 MAX_SPEED: Final = 40_000  # 400.00 km/h, the contract's ceiling
@@ -75,7 +77,7 @@ class RegistradorDecoder:
         self.scanner = FrameScanner(self.stats)
         self.memory = memory
         self.last_clock_ms: int | None = None
-        """The device clock of the latest frame received (not of history contents)."""
+        """The registrador's clock in the latest frame it sent (history contents excluded)."""
         self.highest_seq: int | None = None
         """The highest frame number seen, live or by history."""
         self.history_ends: list[HistoryEnd] = []
@@ -98,7 +100,8 @@ class RegistradorDecoder:
         for frame in frames:
             self.stats.frames += 1
             kind = frame.type
-            self.last_clock_ms = frame.clock_ms
+            if kind in _DEVICE_CLOCKED and frame.clock_ms <= MAX_CLOCK_MS:
+                self.last_clock_ms = frame.clock_ms
             if kind in f.RECORDED_TYPES:
                 self._record(frame, out)
             elif kind == f.HISTORY_RECORD:

@@ -1,7 +1,7 @@
 """The hand-worked vectors of firmware-notes/registrador.md, read from the note itself.
 
 Each fenced block ```` ```hex NAME ```` holds one frame, one field per line, ``#`` comments.
-The expected records below are written from the note's prose (§8), not from running the decoder.
+The expected records below are written from the note's prose (§9), not from running the decoder.
 """
 
 from __future__ import annotations

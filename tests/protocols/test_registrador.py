@@ -25,7 +25,7 @@ from protocols.registrador.frames import COMPILED, PAYLOADS, STATUS, crc16
 from protocols.registrador.scanner import check_frame
 from tests.protocols.registrador_vectors import EXPECTED, decode, doc_vectors, frame, seqs
 
-T0 = 1_772_460_000_000  # 2026-03-02T14:00:00.000Z, the note's §8 clock
+T0 = 1_772_460_000_000  # 2026-03-02T14:00:00.000Z, the note's §9 clock
 
 V = doc_vectors()
 S, D, E, C, INC, R, H, HE = (
@@ -92,6 +92,16 @@ def test_history_request_seen_on_the_wire_is_skipped_not_an_error() -> None:
     assert seqs(records) == [257]
     assert decoder.stats.skipped == 1
     assert decoder.stats.bytes_dropped == 0
+    assert decoder.last_clock_ms == T0 + 1500  # the request's CLOCK 0 is not the device's
+
+
+def test_last_clock_is_the_device_clock_of_the_latest_frame() -> None:
+    _, decoder = decode(D, R)
+    assert decoder.last_clock_ms == T0 + 1500
+    _, decoder = decode(S, H)
+    assert decoder.last_clock_ms == T0 + 5000  # the history record's own clock, not frame 256's
+    _, decoder = decode(UNKNOWN)
+    assert decoder.last_clock_ms is None
 
 
 def test_fast_layout_and_compiled_construct_agree_on_the_status_vector() -> None:
