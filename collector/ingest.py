@@ -143,6 +143,7 @@ class Ingest:
         self.max_payload_bytes = max_payload_bytes
         self.state = IngestState()
         self.client: mqtt.Client | None = None
+        self._closing = False
         self._load_state()
 
     def _load_state(self) -> None:
@@ -295,6 +296,7 @@ class Ingest:
     def close(self) -> None:
         """Disconnect and stop paho's thread."""
         if self.client is not None:
+            self._closing = True
             self.client.disconnect()
             self.client.loop_stop()
             self.client = None
@@ -322,7 +324,7 @@ class Ingest:
         with self.state.lock:
             self.state.connected = False
             self.state.disconnected_reason = str(reason)
-        log.warning("disconnected from the broker: %s", reason)
+        log.log(logging.INFO if self._closing else logging.WARNING, "disconnected: %s", reason)
 
     def _on_message(self, client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
