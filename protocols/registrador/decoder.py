@@ -217,11 +217,16 @@ class RegistradorDecoder:
                 })
         before_levels = prev[2] if prev else 0
         if levels != before_levels:
-            for bit, status, cleared in _LEVELS:
+            # One record per status in a frame (consumers key device records by status): flags
+            # that go off together make one ``ok`` whose detail names them all.
+            cleared = []
+            for bit, status, gone in _LEVELS:
                 if levels & bit and not before_levels & bit:
                     out.append(self._device(ts, status, None, seq, raw))
                 elif before_levels & bit and not levels & bit:
-                    out.append(self._device(ts, "ok", cleared, seq, raw))
+                    cleared.append(gone)
+            if cleared:
+                out.append(self._device(ts, "ok", "; ".join(cleared), seq, raw))
         if flags & f.FLAG_POWER:
             out.append(self._device(ts, "power_loss", "power interrupted before this frame", seq, raw))
         self._remember(seq, (slot1, slot2, levels))

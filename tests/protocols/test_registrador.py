@@ -274,7 +274,7 @@ def test_flags_give_device_records_on_change() -> None:
     assert device == [
         (2, "compartment_open", None),
         (4, "ok", "compartment closed"), (4, "tamper", None), (4, "fault", None),
-        (5, "ok", "tamper cleared"), (5, "ok", "sensor fault cleared"),
+        (5, "ok", "tamper cleared; sensor fault cleared"),
         (5, "power_loss", "power interrupted before this frame"),
     ]
 
