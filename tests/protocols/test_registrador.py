@@ -273,7 +273,7 @@ def test_flags_give_device_records_on_change() -> None:
     device = [(r["device_seq"], r["status"], r.get("detail")) for r in records if r["kind"] == "device"]
     assert device == [
         (2, "compartment_open", None),
-        (4, "ok", "compartment closed"), (4, "tamper", None), (4, "fault", None),
+        (4, "tamper", None), (4, "fault", None), (4, "ok", "compartment closed"),
         (5, "ok", "tamper cleared; sensor fault cleared"),
         (5, "power_loss", "power interrupted before this frame"),
     ]
