@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from collector.registry import Registry
 from collector.rules.context import PRIORITY, Trip, Vehicle, slot_activity
 from collector.rules.finding import Finding, sort_key
+from collector.rules.operations import Operations
 from collector.rules.pipeline import DRIVER_RULES, TRIP_RULES, VEHICLE_RULES
 from collector.rules.profile import Profile
 from collector.rules.timeutil import fast_ts_ms
@@ -73,6 +74,8 @@ class Engine:
         self.trips: dict[str, Trip] = {}
         self.closed: dict[str, Finding] = {}
         self._done_ms = None
+        #: rules part 2 (trips, stops, passengers, deadlines, equipment): collector/rules/operations
+        self.ops = Operations(self)
 
     # ---- input ---------------------------------------------------------------------------
     def add(self, records: Iterable[Record]) -> None:
@@ -127,12 +130,18 @@ class Engine:
         self.vehicles[vehicle_id] = v
         return v
 
-    def _found(self, finding: Finding | None) -> None:
-        if finding is not None:
+    def _found(self, finding: Finding | list[Finding] | None) -> None:
+        if isinstance(finding, list):
+            for one in finding:
+                self.closed[one["id"]] = one
+        elif finding is not None:
             self.closed[finding["id"]] = finding
 
     def _process(self, ms: int, rec: Record) -> None:
-        v = self.vehicles.get(rec["vehicle"]) or self._vehicle(rec["vehicle"])
+        v = self.vehicles.get(rec["vehicle"])
+        if v is None:
+            v = self._vehicle(rec["vehicle"])
+            self.ops.seen(v, ms)
         v.last_ms = ms
         kind = rec["kind"]
         if kind == "speed":
@@ -149,10 +158,14 @@ class Engine:
                 v.gps_ms = ms
                 if ms - v.speed_ms > self._silent_ms(v):
                     self._sample(v, ms, float(gps))
+                self._found(self.ops.position(v, ms, float(gps)))
         elif kind == "driver":
             self._driver_record(v, ms, rec)
         elif kind == "trip":
+            self.ops.record(v, ms, rec)
             self._trip_record(v, ms, rec)
+        else:
+            self._found(self.ops.record(v, ms, rec))
 
     @staticmethod
     def _silent_ms(v: Vehicle) -> int:
@@ -168,6 +181,9 @@ class Engine:
         found = _SPEED_RULE.on_sample(v.states[_SPEED_RULE.id], v, ms, kmh, self._silent_ms(v))
         if found is not None:
             self.closed[found["id"]] = found
+        hot = self.ops.hot
+        if hot and v.id in hot:
+            self._found(self.ops.sample(v, ms, kmh))
 
     def _changed(self, v: Vehicle, ms: int) -> None:
         """Moving, a slot or the trip changed: tell the change rules and the driver journeys."""
@@ -178,6 +194,7 @@ class Engine:
             for rule in TRIP_RULES:
                 self._found(rule.on_change(trip.states[rule.id], trip, v, ms))
         self._emit_drivers(v, ms)
+        self._found(self.ops.changed(v, ms))
 
     def _driver_record(self, v: Vehicle, ms: int, rec: Record) -> None:
         slot = rec["slot"]
@@ -275,6 +292,7 @@ class Engine:
                 continue
             extra.extend(DRIVER_RULES.open(d.states, d.id, d.since, as_of, d.act,
                                            d.vehicle.context()))
+        extra.extend(self.ops.open(as_of))
         for found in extra:
             if found is not None:
                 result[found["id"]] = found
