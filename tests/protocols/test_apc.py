@@ -242,3 +242,7 @@ def test_frota_decode_reads_timestamped_hex(tmp_path: Path) -> None:
     assert bad.returncode == 1
     assert "line 1" in bad.stderr
     assert "Traceback" not in bad.stderr
+    helped = subprocess.run([sys.executable, "-m", "frota", "decode", "--help"],
+                            capture_output=True, text=True, check=True, cwd=PROJECT)
+    assert "RFC 3339" in helped.stdout
+    assert "apc" in helped.stdout
