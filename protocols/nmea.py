@@ -158,6 +158,8 @@ def _zda(msg: Any, talker: str) -> Fix:
         day = None
     if tod is None or not isinstance(day, date):
         return Fix("ZDA", talker, False, tod)
+    if not 1980 <= day.year <= 2099:  # before GPS began, or a four-digit year gone wrong
+        raise SentenceRejected("malformed", f"ZDA year {day.year}")
     return Fix("ZDA", talker, True, tod, day)
 
 

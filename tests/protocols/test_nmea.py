@@ -109,6 +109,14 @@ def test_zda_dates_a_gga_only_receiver() -> None:
     assert [r["ts"] for r in out] == ["2026-03-03T00:00:00.000Z"]
 
 
+def test_zda_with_an_impossible_year_is_malformed() -> None:
+    body = b"GPZDA,000000.00,03,03,0001,00,00"
+    out, decoder = decode(lines(b"$" + body + b"*%02X" % checksum(body), GGA_NEXT_DAY))
+    assert out == []
+    assert decoder.stats.malformed == 1
+    assert decoder.counts.undated == 1
+
+
 @pytest.mark.parametrize("talker", [b"GP", b"GN", b"GL", b"GA", b"BD", b"GB"])
 def test_every_gnss_talker(talker: bytes) -> None:
     body = talker + RMC[3:-3]

@@ -151,6 +151,17 @@ def test_pynmeagps_bad_input(corpora: Path, name: str, positions: int, counters:
         assert summary[key] == value, key
 
 
+def test_pynmeagps_every_sentence_is_accounted_for(corpora: Path) -> None:
+    for path in sorted((corpora / "nmea" / "pynmeagps").glob("*.log")):
+        if path.name == "pygpsdata-mixed.log":
+            continue  # binary UBX between the sentences: '$' bytes that start nothing
+        lines = path.read_bytes().replace(b"\r", b"\n").split(b"\n")
+        sentences = sum(1 for line in lines if line.strip()[:1] in (b"$", b"!") and len(line.strip()) > 1)
+        _, decoder = decode_file(path)
+        # each is a frame (a fix, void, unused, skipped or malformed) or a checksum failure
+        assert decoder.stats.frames + decoder.stats.crc_failures == sentences, path.name
+
+
 def test_pynmeagps_badck_good_sentence_by_hand(corpora: Path) -> None:
     records, _ = decode_file(corpora / "nmea" / "pynmeagps" / "pygpsdata-nmeabadck.log")
     rec = records[0]
