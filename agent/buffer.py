@@ -13,7 +13,6 @@ writer commits. The schema is migrated by name (the ``migrations`` table).
 
 from __future__ import annotations
 
-import json
 import queue
 import sqlite3
 import threading
@@ -24,6 +23,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
+
+import orjson
 
 from protocols.records import Record, ts_to_ms
 
@@ -140,7 +141,8 @@ def _body(rec: Record, agent: str, seq: int) -> str:
     for key, value in rec.items():
         if key not in out:
             out[key] = value
-    return json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+    # orjson: the same compact UTF-8 JSON as records.dumps, several times faster on the Pi.
+    return orjson.dumps(out).decode()
 
 
 class Buffer:

@@ -185,7 +185,7 @@ class Uplink:
         reason: ReasonCode,
         properties: Properties | None,
     ) -> None:
-        if self.stats.connected:
+        if self.stats.connected and not self._stop.is_set():
             log.warning("disconnected from the broker: %s", reason)
         self.stats.connected = False
 
@@ -272,25 +272,30 @@ class Uplink:
         self._send_backlog()
 
     def _apply_acks(self) -> None:
+        """Record every ack that has arrived, in one buffer transaction."""
+        stored: list[tuple[int, int]] = []
+        rejected: list[tuple[int, int, str]] = []
         while True:
             try:
                 ack = self._acks.get_nowait()
             except queue.Empty:
-                return
-            stored = list(ack.stored)
-            rejected = list(ack.rejected)
-            self.buffer.mark(stored, rejected)
-            answered = _covered(stored + [(a, b) for a, b, _ in rejected])
-            for key in list(self._flights):
-                flight = self._flights[key]
-                flight.seqs = {s for s in flight.seqs if not answered(s)}
-                if not flight.seqs:
-                    del self._flights[key]
-            self.stats.stored += sum(b - a + 1 for a, b in stored)
-            self.stats.rejected += sum(b - a + 1 for a, b, _ in rejected)
-            for first, last, reason in rejected:
-                log.warning("collector rejected seq %d-%d: %s", first, last, reason)
-            self.stats.last_ack_mono = time.monotonic()
+                break
+            stored.extend(ack.stored)
+            rejected.extend(ack.rejected)
+        if not stored and not rejected:
+            return
+        self.buffer.mark(stored, rejected)
+        answered = _covered(stored + [(a, b) for a, b, _ in rejected])
+        for key in list(self._flights):
+            flight = self._flights[key]
+            flight.seqs = {s for s in flight.seqs if not answered(s)}
+            if not flight.seqs:
+                del self._flights[key]
+        self.stats.stored += sum(b - a + 1 for a, b in stored)
+        self.stats.rejected += sum(b - a + 1 for a, b, _ in rejected)
+        for first, last, reason in rejected:
+            log.warning("collector rejected seq %d-%d: %s", first, last, reason)
+        self.stats.last_ack_mono = time.monotonic()
 
     def _in_flight(self) -> set[int]:
         out: set[int] = set()
