@@ -14,6 +14,7 @@ import uvicorn
 
 from collector import registry
 from collector.config import CollectorConfig
+from collector.findings import LiveFindings
 from collector.http import make_app
 from collector.ingest import Ingest
 from collector.store import Store, open_store
@@ -91,9 +92,12 @@ def run(config: CollectorConfig) -> int:
         config.http.port,
     )
     ingest.connect(config.broker)
+    live = LiveFindings(store, config.registry)  # the rules, live (collector/findings.py)
+    live.start()
     try:
         server.run()
     finally:
         ingest.close()
+        live.stop()
         store.close()
     return 0 if server.started else 1

@@ -51,6 +51,10 @@ def register(subparsers: Any) -> None:
     records_parser.add_argument("--until", metavar="TS", help="RFC 3339 time, exclusive")
     records_parser.set_defaults(func=records)
 
+    from frota.commands.collector_findings import add_subcommands
+
+    add_subcommands(sub)  # enter incident|report, findings
+
 
 def _config(path: str) -> Any:
     from collector.config import ConfigError, load_config

@@ -1,0 +1,185 @@
+"""The rules live in the collector: findings of the stored records, kept in a ``findings`` table.
+
+Design (the simplest that is exactly right): whenever new records are stored — agents' batches,
+a backlog days old, an operator's entry — the whole store is evaluated again with the same engine
+and the same inputs as ``frota check --as-of NOW`` (records with ``ts`` <= NOW, in (ts, seq)
+order), and the table is replaced in one transaction together with the ``as_of`` it was computed
+for. The same violation keeps its ``id`` (the engine's ids are stable), so an open finding keeps
+its id while it grows. A background thread polls the store's newest row id (cheap) and
+re-evaluates at most once per ``interval_s``, and at least every ``refresh_s`` so that open
+deadlines and interruptions grow with the clock. See docs/rules.md, "Findings in the collector".
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from collector import registry as fleet
+from collector.rules.engine import Engine
+from collector.rules.finding import Finding, sort_key
+from collector.rules.profile import Profile, load_profiles
+from collector.rules.timeutil import fast_ts_ms
+from collector.store import Store
+
+log = logging.getLogger(__name__)
+
+CREATE: Final = (
+    "CREATE TABLE IF NOT EXISTS findings (id TEXT PRIMARY KEY, rule TEXT NOT NULL, "
+    "vehicle TEXT, driver TEXT, start_ms BIGINT NOT NULL, end_ms BIGINT, finding TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS findings_state (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+)
+INSERT: Final = ("INSERT INTO findings (id, rule, vehicle, driver, start_ms, end_ms, finding) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?)")
+
+
+def now_ms() -> int:
+    """The collector's clock, ms since the epoch: the ``as_of`` of live evaluations."""
+    return time.time_ns() // 1_000_000
+
+
+def stored_records(store: Store, as_of_ms: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Every stored record with ts <= ``as_of`` as (ts ms, record), vehicle by vehicle."""
+    until = None if as_of_ms is None else as_of_ms + 1
+    with store._lock:
+        vehicles = sorted(str(row[0]) for row in store._query("SELECT DISTINCT vehicle FROM records"))
+    for vehicle in vehicles:
+        for text in store.records(vehicle, None, until):
+            rec = orjson.loads(text)
+            yield fast_ts_ms(rec["ts"]), rec
+
+
+def evaluate_store(store: Store, registry: fleet.Registry, as_of_ms: int,
+                   profiles: dict[str, Profile] | None = None,
+                   default_profile: str = "SP") -> list[Finding]:
+    """The findings of everything stored, judged at ``as_of`` — what ``frota check --as-of`` gives
+    on the same records."""
+    engine = Engine(registry, profiles if profiles is not None else load_profiles(),
+                    default_profile, retain=False)
+    items = sorted(
+        ((ms, rec["vehicle"], rec.get("seq") or 0, rec.get("agent") or "", rec)
+         for ms, rec in stored_records(store, as_of_ms)),
+        key=lambda item: item[:4],
+    )
+    for ms, _, _, _, rec in items:
+        if rec["kind"] == "trip" and rec["line"] not in registry.lines:
+            continue                        # frota check refuses it; live, it is skipped
+        engine.add_one(ms, rec)
+    return engine.findings(as_of_ms)
+
+
+def _ensure(store: Store) -> None:
+    # The store's transaction and query hooks (collector/store.py) run this module's own tables.
+    with store._lock, store._transaction() as tx:
+        for sql in CREATE:
+            store._executemany(tx, sql, [()])
+
+
+def save(store: Store, findings: list[Finding], as_of_ms: int) -> None:
+    """Replace the stored findings (one transaction) and remember their ``as_of``."""
+    _ensure(store)
+    rows = [(f["id"], f["rule"], f["vehicle"], f["driver"], fast_ts_ms(f["start"]),
+             None if f["end"] is None else fast_ts_ms(f["end"]), orjson.dumps(f).decode())
+            for f in findings]
+    with store._lock, store._transaction() as tx:
+        store._executemany(tx, "DELETE FROM findings", [()])
+        if rows:
+            store._executemany(tx, INSERT, rows)
+        store._executemany(tx, "DELETE FROM findings_state WHERE name = ?", [("as_of_ms",)])
+        store._executemany(tx, "INSERT INTO findings_state (name, value) VALUES (?, ?)",
+                           [("as_of_ms", as_of_ms)])
+
+
+def load(store: Store, vehicle: str | None = None,
+         since_ms: int | None = None) -> tuple[list[Finding], int | None]:
+    """The stored findings (of a vehicle; ending at or after ``since``, or still open) in
+    contract.md's order, and the ``as_of`` they were computed for (None: never evaluated)."""
+    _ensure(store)
+    sql = "SELECT finding FROM findings WHERE 1 = 1"
+    params: list[Any] = []
+    if vehicle is not None:
+        sql += " AND vehicle = ?"
+        params.append(vehicle)
+    if since_ms is not None:
+        sql += " AND (end_ms IS NULL OR end_ms >= ?)"
+        params.append(since_ms)
+    with store._lock:
+        rows = store._query(sql, tuple(params))
+        state = store._query("SELECT value FROM findings_state WHERE name = ?", ("as_of_ms",))
+    found = sorted((orjson.loads(str(row[0])) for row in rows), key=sort_key)
+    return found, int(state[0][0]) if state else None
+
+
+def newest_row(store: Store) -> int:
+    """The newest stored record's row id (0 for an empty store): cheap change detection."""
+    with store._lock:
+        rows = store._query("SELECT max(id) FROM records")
+    return int(rows[0][0] or 0)
+
+
+class LiveFindings:
+    """The background evaluator of a running collector (see the module docstring)."""
+
+    def __init__(self, store: Store, registry_path: Path, *, interval_s: float = 1.0,
+                 refresh_s: float = 60.0, default_profile: str = "SP") -> None:
+        self.store = store
+        self.registry_path = registry_path
+        self.interval_s = interval_s
+        self.refresh_s = refresh_s
+        self.default_profile = default_profile
+        self.profiles = load_profiles()
+        self._registry = fleet.load(registry_path)
+        self._mtime = os.stat(registry_path).st_mtime_ns
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="findings", daemon=True)
+        self.evaluations = 0
+
+    def start(self) -> None:
+        """Start the evaluator thread."""
+        _ensure(self.store)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop it (waits for a running evaluation to finish)."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _reg(self) -> fleet.Registry:
+        try:
+            mtime = os.stat(self.registry_path).st_mtime_ns
+            if mtime != self._mtime:
+                self._registry = fleet.load(self.registry_path)
+                self._mtime = mtime
+        except (OSError, fleet.RegistryError) as err:
+            log.error("findings: registry not reloaded, keeping the previous one: %s", err)
+        return self._registry
+
+    def evaluate_now(self) -> int:
+        """Evaluate the store at the collector's clock and save; return the ``as_of`` used."""
+        as_of = now_ms()
+        found = evaluate_store(self.store, self._reg(), as_of, self.profiles,
+                               self.default_profile)
+        save(self.store, found, as_of)
+        self.evaluations += 1
+        log.debug("findings: %d at %d", len(found), as_of)
+        return as_of
+
+    def _run(self) -> None:
+        seen = -1
+        last = 0.0
+        while not self._stop.wait(self.interval_s):
+            try:
+                newest = newest_row(self.store)
+                if newest != seen or time.monotonic() - last >= self.refresh_s:
+                    seen = newest
+                    last = time.monotonic()
+                    self.evaluate_now()
+            except Exception:  # the evaluator must never take the collector down
+                log.exception("findings: evaluation failed")

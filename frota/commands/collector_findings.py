@@ -1,0 +1,154 @@
+"""``frota collector enter incident|report`` (an operator's entry, stored like any record) and
+``frota collector findings`` (the findings the running collector keeps), added to ``frota collector``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from frota.errors import UserError
+from protocols.records import RecordError, dumps, ts_to_ms, validate
+
+CAUSES = ("breakdown", "accident", "accident_victims", "force_majeure", "road_blocked", "other")
+
+
+def add_subcommands(sub: Any) -> None:
+    """Add ``enter`` and ``findings`` under ``frota collector``."""
+    enter = sub.add_parser(
+        "enter",
+        help="enter an incident or a report for a vehicle (stored as an operator record)",
+        description="Store an operator's record (agent 'operator', the next seq) in the "
+        "collector's database; the running collector's rules take it into account.",
+    )
+    what = enter.add_subparsers(dest="entry", metavar="KIND")
+    what.required = True
+    incident = what.add_parser("incident", help="an incident (breakdown, accident, ...)",
+                               description="Enter an incident of a vehicle.")
+    _common(incident)
+    incident.add_argument("--cause", required=True, choices=CAUSES, help="what happened")
+    incident.add_argument("--carrier-fault", action="store_true",
+                          help="the carrier is at fault (assistance to passengers is due)")
+    report = what.add_parser("report", help="an obligation met (answers a deadline)",
+                             description="Enter a report answering a deadline finding (--finding) "
+                             "or an incident (--incident-ts).")
+    _common(report)
+    answer = report.add_mutually_exclusive_group(required=True)
+    answer.add_argument("--finding", metavar="ID", help="the id of the deadline it answers")
+    answer.add_argument("--incident-ts", metavar="TS", help="the time of the incident it answers")
+    report.add_argument("--to", required=True, metavar="WHO",
+                        help="the authority reported to, or 'passengers' for assistance given")
+    enter.set_defaults(func=run_enter)
+
+    findings = sub.add_parser(
+        "findings",
+        help="print the stored findings as JSON Lines",
+        description="Print the findings the collector computed (as of its last evaluation, "
+        "printed on stderr) as JSON Lines in (start, rule, vehicle, driver, id) order.",
+    )
+    _source(findings)
+    findings.add_argument("--vehicle", metavar="ID", help="only this vehicle's findings")
+    findings.add_argument("--since", metavar="TS",
+                          help="only findings still open or ending at or after this time")
+    findings.set_defaults(func=run_findings)
+
+
+def _source(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--config", metavar="FILE", help="the collector's TOML configuration")
+    source.add_argument("--db", metavar="PATH", help="a SQLite database file (or a postgresql:// DSN)")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    _source(parser)
+    parser.add_argument("--vehicle", required=True, metavar="ID", help="the vehicle id")
+    parser.add_argument("--ts", required=True, metavar="TS", help="when (RFC 3339)")
+
+
+def _canonical_ts(option: str, value: str) -> str:
+    from protocols.records import ms_to_ts
+
+    try:
+        return ms_to_ts(ts_to_ms(value))
+    except RecordError:
+        raise UserError(
+            f"{option} {value!r} is not an RFC 3339 timestamp (e.g. 2026-03-02T14:10:00Z)"
+        ) from None
+
+
+def _open(args: argparse.Namespace) -> tuple[Any, Any]:
+    """(store, registry or None) from --config or --db."""
+    from collector import registry
+    from collector.store import StoreError, open_store
+    from frota.commands.collector import _config
+
+    reg = None
+    if args.db is not None:
+        url = args.db
+    else:
+        config = _config(args.config)
+        url = config.database.url
+        try:
+            reg = registry.load(config.registry)
+        except registry.RegistryError as err:
+            raise UserError(f"fleet registry: {err}") from err
+    try:
+        return open_store(url, create=False), reg
+    except StoreError as err:
+        raise UserError(str(err)) from err
+
+
+def run_enter(args: argparse.Namespace) -> int:
+    """Store the operator's record and print it as stored."""
+    from collector.findings import now_ms
+    from collector.store import StoreError
+
+    rec: dict[str, Any] = {"vehicle": args.vehicle, "ts": _canonical_ts("--ts", args.ts),
+                           "kind": args.entry}
+    if args.entry == "incident":
+        rec["cause"] = args.cause
+        rec["carrier_fault"] = bool(args.carrier_fault)
+    else:
+        if args.finding is not None:
+            rec["finding"] = args.finding
+        else:
+            rec["incident_ts"] = _canonical_ts("--incident-ts", args.incident_ts)
+        rec["to"] = args.to
+    try:
+        validate(rec)
+    except RecordError as err:
+        raise UserError(str(err)) from None
+    store, reg = _open(args)
+    try:
+        if reg is not None and args.vehicle not in reg.vehicles:
+            raise UserError(f"vehicle {args.vehicle!r} is not in the fleet registry")
+        stored = store.append(args.vehicle, "operator", rec, now_ms())
+    except StoreError as err:
+        raise UserError(str(err)) from err
+    finally:
+        store.close()
+    sys.stdout.write(dumps(stored) + "\n")
+    return 0
+
+
+def run_findings(args: argparse.Namespace) -> int:
+    """Print the stored findings."""
+    from collector import findings
+    from collector.store import StoreError
+    from protocols.records import ms_to_ts
+
+    since = None if args.since is None else ts_to_ms(_canonical_ts("--since", args.since))
+    store, _ = _open(args)
+    try:
+        found, as_of = findings.load(store, args.vehicle, since)
+    except StoreError as err:
+        raise UserError(str(err)) from err
+    finally:
+        store.close()
+    out = sys.stdout
+    for one in found:
+        out.write(dumps(one) + "\n")
+    out.flush()
+    when = "never evaluated" if as_of is None else f"as of {ms_to_ts(as_of)}"
+    print(f"{len(found)} findings, {when}", file=sys.stderr)
+    return 0
