@@ -9,6 +9,7 @@ renderer, the player and the tests agree on every distance.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -53,19 +54,32 @@ def interpolate(a: LatLon, b: LatLon, fraction: float) -> LatLon:
     return math.degrees(math.atan2(z, math.hypot(x, y))), math.degrees(math.atan2(y, x))
 
 
+def _unit(p: LatLon) -> tuple[float, float, float]:
+    lat, lon = math.radians(p[0]), math.radians(p[1])
+    return math.cos(lat) * math.cos(lon), math.cos(lat) * math.sin(lon), math.sin(lat)
+
+
 class Polyline:
-    """A route as a chain of great-circle segments, addressed by distance from its start."""
+    """A route as a chain of great-circle segments, addressed by distance from its start.
+
+    Each segment's end points are kept as unit vectors with the angle between them, so that
+    :meth:`locate` (called once per second of a trip) is a spherical interpolation of two
+    precomputed vectors, the same result as :func:`interpolate`.
+    """
 
     def __init__(self, points: Sequence[LatLon]) -> None:
         if len(points) < 2:
             raise ValueError("a polyline needs at least two points")
         self.points = list(points)
         self.cumulative = [0.0]
-        for a, b in zip(self.points, self.points[1:], strict=False):
+        for a, b in itertools.pairwise(self.points):
             self.cumulative.append(self.cumulative[-1] + haversine_m(a, b))
-        self.bearings = [
-            bearing_deg(a, b) for a, b in zip(self.points, self.points[1:], strict=False)
-        ]
+        self.bearings = [bearing_deg(a, b) for a, b in itertools.pairwise(self.points)]
+        self._segments = []
+        for (a, b), start, end in zip(itertools.pairwise(self.points), self.cumulative,
+                                      self.cumulative[1:], strict=False):
+            angle = (end - start) / EARTH_RADIUS_M
+            self._segments.append((_unit(a), _unit(b), angle, math.sin(angle)))
 
     @property
     def length_m(self) -> float:
@@ -77,7 +91,13 @@ class Polyline:
         s = min(max(distance_m, 0.0), self.length_m)
         i = bisect.bisect_right(self.cumulative, s) - 1
         i = min(max(i, 0), len(self.points) - 2)
-        seg = self.cumulative[i + 1] - self.cumulative[i]
-        fraction = 0.0 if seg <= 0 else (s - self.cumulative[i]) / seg
-        lat, lon = interpolate(self.points[i], self.points[i + 1], fraction)
-        return lat, lon, self.bearings[i]
+        (ax, ay, az), (bx, by, bz), angle, sin_angle = self._segments[i]
+        if sin_angle < 1e-12:
+            lat, lon = self.points[i]
+            return lat, lon, self.bearings[i]
+        fraction = (s - self.cumulative[i]) / (self.cumulative[i + 1] - self.cumulative[i])
+        sa = math.sin((1 - fraction) * angle) / sin_angle
+        sb = math.sin(fraction * angle) / sin_angle
+        x, y, z = sa * ax + sb * bx, sa * ay + sb * by, sa * az + sb * bz
+        return (math.degrees(math.atan2(z, math.hypot(x, y))), math.degrees(math.atan2(y, x)),
+                self.bearings[i])

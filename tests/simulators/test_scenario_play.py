@@ -52,17 +52,13 @@ def _check_against_render(played: Played, rendered: list[Record]) -> None:
         assert abs(g["odometer_m"] - w["odometer_m"]) <= w["kmh"] / 3.6 / 2 + 1
     positions = [r for r in rendered if r["kind"] == "position"]
     assert [r["ts"] for r in played.gps] == [r["ts"] for r in positions]
-    for got, exp in zip(played.gps, positions, strict=True):
+    for fix, exp in zip(played.gps, positions, strict=True):
         # NMEA carries 1e-5 minute (1.7e-7°); the rendered record is rounded to 1e-6°
-        assert abs(got["lat"] - exp["lat"]) <= 1.0e-6
-        assert abs(got["lon"] - exp["lon"]) <= 1.0e-6
-        # knots to 0.01 (0.0185 km/h) against km/h rounded to 0.1
-        assert abs(got["kmh"] - exp["kmh"]) <= 0.06
+        assert abs(fix["lat"] - exp["lat"]) <= 1.0e-6
+        assert abs(fix["lon"] - exp["lon"]) <= 1.0e-6
+        # knots to 0.001 against km/h rounded to 0.1
+        assert abs(fix["kmh"] - exp["kmh"]) <= 0.06
     assert _door_totals(played.apc) == _door_totals(rendered)
-
-
-def _speed_at(played: Played) -> dict[str, float]:
-    return {r["ts"]: r["kmh"] for r in played.registrador if r["kind"] == "speed"}
 
 
 def test_short_scenario_played_on_ptys_matches_file_and_render() -> None:
@@ -81,11 +77,10 @@ def test_short_scenario_played_on_ptys_matches_file_and_render() -> None:
     # doors: door 1 boards 10 + 3 and lets 4 out; door 2 lets 4 + 5 out; 13 in, 13 out
     assert _door_totals(played.apc) == {(1, "boarded"): 13, (1, "alighted"): 4,
                                         (2, "boarded"): 0, (2, "alighted"): 9}
-    # the doors were seen open only while the registrador said the bus stood still
-    speed_at = _speed_at(played)
-    opened = [r for r in played.apc if r["kind"] == "door" and r["open"]]
-    assert len(opened) == 5  # Norte door 1; Meio doors 1 and 2; Sul doors 1 and 2
-    assert all(speed_at[r["ts"]] == 0 for r in played.apc if r["kind"] == "door")
+    # Which openings a poll catches, and the time the reader gives its door records, depend on
+    # how fast the reader polls against the play (1000×: a 12-second opening lasts 12 ms);
+    # test_scenario_devices.py checks them second by second without ptys. The counters are
+    # cumulative, so the totals above do not depend on it.
     drivers = [(r["driver"], r["activity"]) for r in played.registrador
                if r["kind"] == "driver" and r["slot"] == 1]
     assert ("11111111111", "work") in drivers
