@@ -120,8 +120,12 @@ def serve(
     """Run one device model on a pty as ``frota sim`` does: print the path, stop on a signal."""
     clock = clock_from_args(args)
     noise = noise_from_args(args)
-    if args.link is not None and Path(args.link).exists() and not Path(args.link).is_symlink():
-        raise UserError(f"--link {args.link} exists and is not a symlink; choose another path")
+    if args.link is not None:
+        link = Path(args.link)
+        if link.exists() and not link.is_symlink():
+            raise UserError(f"--link {link} exists and is not a symlink; choose another path")
+        if not link.parent.is_dir():
+            raise UserError(f"--link {link}: directory {link.parent} does not exist")
     model = model_factory(clock)
     with _open_log(args.sent_log) as log_stream:
         station = Station(

@@ -117,10 +117,22 @@ def test_default_drive_moves_and_declares_activities() -> None:
     assert any(r["kind"] == "trip" for r in records)
 
 
-def test_cli_rejects_a_bad_time_scale(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["sim", "registrador", "--time-scale", "0"]) == 1
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--time-scale", "0"], "--time-scale must be > 0, not 0.0"),
+        (["--garbage", "1.5"], "garbage must be in [0, 1), not 1.5"),
+        (["--start", "yesterday"], "--start: ts: 'yesterday' is not an RFC 3339 timestamp"),
+        (["--link", "/nonexistent/dir/tty"], "--link /nonexistent/dir/tty: directory "
+         "/nonexistent/dir does not exist"),
+    ],
+)
+def test_cli_user_errors_are_one_line(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sim", "registrador", *args]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["frota sim: error: --time-scale must be > 0, not 0.0"]
+    assert err == [f"frota sim: error: {message}"]
 
 
 # --- the real process on a pty --------------------------------------------------------------------
