@@ -82,7 +82,7 @@ class RegistradorDecoder:
         """The highest frame number seen, live or by history."""
         self.history_ends: list[HistoryEnd] = []
         """History-end answers received; the consumer may clear the list."""
-        self._states: dict[int, State] = {}
+        self._states: dict[int, State | None] = {}
         self._order: list[int] = []
 
     # --- stream --------------------------------------------------------------------------------
@@ -136,11 +136,13 @@ class RegistradorDecoder:
         self.stats.reject(f"malformed: {why}", frame.raw)
 
     def _record(self, frame: RawFrame, out: list[Record]) -> None:
-        if frame.clock_ms > MAX_CLOCK_MS:
-            self._malformed(frame, f"clock {frame.clock_ms} ms is past year 9999")
-            return
+        seq = frame.seq
+        if self.highest_seq is None or seq > self.highest_seq:
+            self.highest_seq = seq
         produced: list[Record] = []
         try:
+            if frame.clock_ms > MAX_CLOCK_MS:
+                raise MalformedError(f"clock {frame.clock_ms} ms is past year 9999")
             if frame.type == f.STATUS:
                 self._status(frame, produced)
             elif frame.type == f.DRIVER_EVENT:
@@ -151,22 +153,26 @@ class RegistradorDecoder:
                 self._console(frame, produced)
         except (MalformedError, ConstructError, UnicodeDecodeError) as err:
             self._malformed(frame, str(err) or type(err).__name__)
+            # Received, even if unusable: asking history for it again would give the same bytes.
+            self._remember(seq, None)
             return
-        seq = frame.seq
-        if self.highest_seq is None or seq > self.highest_seq:
-            self.highest_seq = seq
         out.extend(produced)
 
     def _previous(self, seq: int) -> State | None:
+        """The state after the nearest lower frame known (None: unknown)."""
         order = self._order
         if order and order[-1] < seq:
             return self._states[order[-1]]
         index = bisect.bisect_left(order, seq)
         return self._states[order[index - 1]] if index > 0 else None
 
-    def _remember(self, seq: int, state: State) -> None:
+    def _remember(self, seq: int, state: State | None) -> None:
+        """Record that frame ``seq`` was received and the state after it (None: unknown)."""
         order = self._order
-        if seq not in self._states:
+        if seq in self._states:
+            if state is None:
+                return
+        else:
             if not order or order[-1] < seq:
                 order.append(seq)
             else:
@@ -252,7 +258,10 @@ class RegistradorDecoder:
         rec = self._base(frame)
         rec.update(kind="driver", slot=number, driver=slot[0], activity=slot[1])
         out.append(self._finish(rec, frame))
-        prev = self._previous(frame.seq) or ((None, "unknown"), (None, "unknown"), 0)
+        prev = self._previous(frame.seq)
+        if prev is None:  # the other slot is unknown: the next status frame reports both
+            self._remember(frame.seq, None)
+            return
         state: State = (slot, prev[1], prev[2]) if number == 1 else (prev[0], slot, prev[2])
         self._remember(frame.seq, state)
 
@@ -271,12 +280,14 @@ class RegistradorDecoder:
         rec.update(kind="device", device="registrador", status=status, detail=detail)
         out.append(self._finish(rec, frame))
         prev = self._previous(frame.seq)
-        if prev is not None:
-            levels = prev[2]
-            if event in _DEVICE_EVENT_FLAGS:
-                bit, on = _DEVICE_EVENT_FLAGS[event]
-                levels = levels | bit if on else levels & ~bit
-            self._remember(frame.seq, (prev[0], prev[1], levels))
+        if prev is None:
+            self._remember(frame.seq, None)
+            return
+        levels = prev[2]
+        if event in _DEVICE_EVENT_FLAGS:
+            bit, on = _DEVICE_EVENT_FLAGS[event]
+            levels = levels | bit if on else levels & ~bit
+        self._remember(frame.seq, (prev[0], prev[1], levels))
 
     def _console(self, frame: RawFrame, out: list[Record]) -> None:
         parsed = f.COMPILED[f.CONSOLE].parse(frame.payload)
@@ -305,6 +316,4 @@ class RegistradorDecoder:
         else:
             raise MalformedError(f"console action {action} is unknown")
         out.append(self._finish(rec, frame))
-        prev = self._previous(frame.seq)
-        if prev is not None:
-            self._remember(frame.seq, prev)
+        self._remember(frame.seq, self._previous(frame.seq))

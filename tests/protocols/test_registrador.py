@@ -304,6 +304,18 @@ def test_history_frame_gives_the_records_it_would_have_given_live() -> None:
     assert decoder.feed(encode_history_record(2, T0 + 9500, live[1])) == history
 
 
+def test_gaps_count_every_frame_received_whatever_its_type() -> None:
+    event = encode_device_event(2, T0 + 2000, event="tamper")
+    trip = encode_trip(3, T0 + 3000, event="end", trip="T-1", line="L-1")
+    bad = frame(0x01, 5, T0 + 5000, _status_payload(speed=50_000))  # malformed, but received
+    records, decoder = decode(event, trip, bad, _status(7))
+    assert decoder.gaps() == [(4, 4), (6, 6)]
+    assert decoder.highest_seq == 7
+    assert decoder.stats.malformed == 1
+    # no status before them: the first status frame reports both slots
+    assert _kinds(records)[-3:] == [(7, "speed", None), (7, "driver", 1), (7, "driver", 2)]
+
+
 def test_timestamps_are_the_device_clock() -> None:
     records, _ = decode(_status(42))
     assert records[0]["ts"] == ms_to_ts(T0 + 42_000) == "2026-03-02T14:00:42.000Z"
