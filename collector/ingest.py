@@ -1,19 +1,22 @@
 """MQTT ingest: agents' batches → validated records in the store → end-to-end acknowledgements.
 
 A paho-mqtt 2.x client with a fixed client id and a persistent session (clean_session False)
-subscribes at QoS 1 to every vehicle's ``up`` and ``status`` topics. For each batch it decodes the
-payload, checks every record, stores the valid ones and the rejects in ONE transaction, and only
-after the commit publishes the :class:`~protocols.uplink.Ack` (QoS 1) and PUBACKs the message
-(manual acks, so a collector that dies before its commit gets the batch again from the broker).
-Nothing raises out of the callback: a payload that cannot be read becomes a row in ``rejects``
-and, where the agent and its seqs can be read, a negative acknowledgement. The work per message is
-bounded by the payload limits of :mod:`protocols.uplink`.
+subscribes at QoS 1 to every vehicle's ``up`` and ``status`` topics. paho's thread decodes each
+batch and checks every record (:mod:`collector.intake`); one worker thread then stores the valid
+records and the rejects in ONE transaction and, only after the commit, publishes the
+:class:`~protocols.uplink.Ack` (QoS 1) and PUBACKs the message (manual acks, so a collector that
+dies before its commit gets the batch again from the broker) — in arrival order, through a short
+bounded queue, so reading the next batch overlaps with the database work of this one. Nothing
+raises out of either thread: a payload that cannot be read becomes a row in ``rejects`` and, where
+the agent and its seqs can be read, a negative acknowledgement. The work per message is bounded by
+the payload limits of :mod:`protocols.uplink`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import queue
 import ssl
 import threading
 import time
@@ -22,33 +25,27 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 import paho.mqtt.client as mqtt
-import zstandard
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from collector.config import BrokerConfig
-from collector.store import Reject, Store, StoreError, record_row
+from collector.intake import Prepared, prepare
+from collector.store import Store, StoreError
 from protocols.records import ms_to_ts
 from protocols.uplink import (
-    MAX_DECOMPRESSED_BYTES,
     MAX_PAYLOAD_BYTES,
     TOPIC_ROOT,
     UP_SUBSCRIPTION,
-    ZSTD_MAGIC,
     Ack,
-    PayloadError,
     ack_topic,
-    check_record,
-    decode_batch,
     encode_ack,
-    seq_ranges,
     vehicle_of_topic,
 )
 
 log = logging.getLogger(__name__)
 
 STATUS_SUBSCRIPTION: Final = f"{TOPIC_ROOT}/+/status"
-#: Oversized payloads up to this size are still read to find the agent and seqs to reject.
-PEEK_LIMIT: Final = 4 * MAX_PAYLOAD_BYTES
+#: Batches read but not yet committed: bounds memory, and paho's thread waits when it is full.
+QUEUE_DEPTH: Final = 8
 
 
 def now_ms() -> int:
@@ -91,43 +88,6 @@ class IngestState:
         return live
 
 
-def _peek(payload: bytes) -> tuple[str | None, list[int]]:
-    """Best effort on a rejected payload: its agent and record seqs, if they can be read."""
-    if len(payload) > PEEK_LIMIT:
-        return None, []
-    try:
-        if payload.startswith(ZSTD_MAGIC):
-            reader = zstandard.ZstdDecompressor().stream_reader(payload)
-            payload = reader.read(MAX_DECOMPRESSED_BYTES + 1)
-            if len(payload) > MAX_DECOMPRESSED_BYTES:
-                return None, []
-        obj = json.loads(payload)
-    except (zstandard.ZstdError, UnicodeDecodeError, ValueError, RecursionError):
-        return None, []
-    if not isinstance(obj, dict):
-        return None, []
-    agent = obj.get("agent") if isinstance(obj.get("agent"), str) and obj["agent"] else None
-    records = obj.get("records")
-    seqs = [
-        r["seq"]
-        for r in (records if isinstance(records, list) else [])
-        if isinstance(r, dict) and type(r.get("seq")) is int and r["seq"] >= 1
-    ]
-    return agent, seqs
-
-
-def _seq_of(obj: Any) -> int | None:
-    seq = obj.get("seq") if isinstance(obj, dict) else None
-    return seq if type(seq) is int and seq >= 1 else None
-
-
-def _json_bytes(obj: Any) -> bytes:
-    try:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
-    except (TypeError, ValueError):
-        return repr(obj).encode()
-
-
 class Ingest:
     """Turns batch payloads into stored records, rejects and acks; owns the MQTT client."""
 
@@ -144,6 +104,10 @@ class Ingest:
         self.state = IngestState()
         self.client: mqtt.Client | None = None
         self._closing = False
+        self._queue: queue.Queue[tuple[str, Prepared | bytes | None, int, int] | None] = (
+            queue.Queue(maxsize=QUEUE_DEPTH)
+        )
+        self._worker: threading.Thread | None = None
         self._load_state()
 
     def _load_state(self) -> None:
@@ -155,92 +119,45 @@ class Ingest:
                 live.last_ts_ms = known.last_ts_ms
                 live.last_received_ms = known.last_received_ms
 
-    # -- the pure part: payload in, ack out --------------------------------------------------
+    # -- payload in, ack out -----------------------------------------------------------------
     def handle(self, topic: str, payload: bytes) -> tuple[str, Ack] | None:
         """Process one batch payload; return (vehicle, ack) to publish, or None when no agent
         can be told. Raises only StoreError (the database failed: nothing was committed)."""
-        received = now_ms()
-        vehicle = vehicle_of_topic(topic)
-        if vehicle is None:
-            return self._reject_payload(topic, None, payload, "not a frota uplink topic", received)
-        if len(payload) > self.max_payload_bytes:
-            reason = f"oversized payload: {len(payload)} bytes > {self.max_payload_bytes}"
-            return self._reject_payload(topic, vehicle, payload, reason, received)
-        try:
-            batch = decode_batch(payload)
-        except PayloadError as err:
-            return self._reject_payload(topic, vehicle, payload, str(err), received)
-        except RecursionError:
-            return self._reject_payload(topic, vehicle, payload, "JSON nested too deep", received)
-        if batch.vehicle != vehicle:
-            reason = f"batch vehicle {batch.vehicle!r} differs from the topic's {vehicle!r}"
-            return self._reject_payload(topic, vehicle, payload, reason, received)
-        if vehicle not in self.known_vehicles():
-            reason = f"unknown vehicle {vehicle!r} (not in the fleet registry)"
-            return self._reject_payload(topic, vehicle, payload, reason, received)
+        return self._commit(self._prepare(topic, payload))
 
-        rows = []
-        seqs: list[int] = []
-        rejects: list[Reject] = []
-        by_reason: dict[str, list[int]] = {}
-        last_ts_ms: int | None = None
-        for obj in batch.records:
-            try:
-                rec = check_record(batch, obj)
-            except PayloadError as err:
-                seq = _seq_of(obj)
-                reason = str(err)
-                rejects.append(
-                    Reject(received, topic, vehicle, batch.agent, seq, seq, reason, _json_bytes(obj))
-                )
-                if seq is not None:
-                    by_reason.setdefault(reason, []).append(seq)
-                continue
-            row = record_row(rec, received)
-            rows.append(row)
-            seqs.append(rec["seq"])
-            if last_ts_ms is None or row[4] > last_ts_ms:
-                last_ts_ms = row[4]
-        state_rows = (
-            [(vehicle, last_ts_ms, received, batch.agent)] if last_ts_ms is not None else []
-        )
-        new = self.store.put(rows, rejects, state_rows)
-        ack = Ack(
-            agent=batch.agent,
-            stored=seq_ranges(seqs),
-            rejected=[(a, b, why) for why, s in by_reason.items() for a, b in seq_ranges(s)],
-        )
-        with self.state.lock:
-            live = self.state.vehicle(vehicle)
-            live.agent = batch.agent
-            live.batches += 1
-            live.stored += new
-            live.duplicates += len(rows) - new
-            live.rejected += len(rejects)
-            live.last_received_ms = received
-            if last_ts_ms is not None and (live.last_ts_ms is None or last_ts_ms > live.last_ts_ms):
-                live.last_ts_ms = last_ts_ms
-            self.state.rejects_total += len(rejects)
-        for reject in rejects:
-            log.warning("%s: rejected record seq %s: %s", vehicle, reject.first_seq, reject.reason)
-        return vehicle, ack
+    def _prepare(self, topic: str, payload: bytes) -> Prepared:
+        return prepare(topic, payload, self.known_vehicles, now_ms(), self.max_payload_bytes)
 
-    def _reject_payload(
-        self, topic: str, vehicle: str | None, payload: bytes, reason: str, received: int
-    ) -> tuple[str, Ack] | None:
-        agent, seqs = _peek(payload)
-        first, last = (min(seqs), max(seqs)) if seqs else (None, None)
-        self.store.put([], [Reject(received, topic, vehicle, agent, first, last, reason, payload)])
+    def _commit(self, prepared: Prepared) -> tuple[str, Ack] | None:
+        """Store what ``prepared`` holds in one transaction, then count it; the ack to publish."""
+        new = self.store.put(prepared.rows, prepared.rejects, prepared.state_rows)
+        vehicle = prepared.vehicle
         with self.state.lock:
-            self.state.rejects_total += 1
+            self.state.rejects_total += len(prepared.rejects)
             if vehicle is not None:
                 live = self.state.vehicle(vehicle)
-                live.rejected += 1
-                live.last_received_ms = received
-        log.warning("%s: rejected payload of %d bytes: %s", topic, len(payload), reason)
-        if vehicle is None or agent is None or not seqs:
+                live.rejected += len(prepared.rejects)
+                live.last_received_ms = prepared.received_ms
+                if not prepared.whole_payload_rejected:
+                    live.agent = prepared.agent
+                    live.batches += 1
+                    live.stored += new
+                    live.duplicates += len(prepared.rows) - new
+                last = prepared.last_ts_ms
+                if last is not None and (live.last_ts_ms is None or last > live.last_ts_ms):
+                    live.last_ts_ms = last
+        for reject in prepared.rejects:
+            log.warning(
+                "%s: rejected %s: %s",
+                prepared.topic,
+                f"record seq {reject.first_seq}"
+                if not prepared.whole_payload_rejected
+                else f"payload of {len(reject.payload)} bytes",
+                reject.reason,
+            )
+        if vehicle is None or prepared.ack is None:
             return None
-        return vehicle, Ack(agent=agent, rejected=[(a, b, reason) for a, b in seq_ranges(seqs)])
+        return vehicle, prepared.ack
 
     def handle_status(self, topic: str, payload: bytes) -> None:
         """Record an agent's retained ``online``/``offline`` status."""
@@ -290,16 +207,24 @@ class Ingest:
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
         self.client = client
+        self._worker = threading.Thread(target=self._work, name="collector-ingest", daemon=True)
+        self._worker.start()
         client.connect_async(broker.host, broker.port, keepalive=broker.keepalive)
         client.loop_start()
 
     def close(self) -> None:
-        """Disconnect and stop paho's thread."""
-        if self.client is not None:
-            self._closing = True
-            self.client.disconnect()
-            self.client.loop_stop()
-            self.client = None
+        """Finish the queued batches, disconnect, stop paho's thread and the worker."""
+        if self.client is None:
+            return
+        self._closing = True
+        # Batches still queued are committed and answered first; one arriving after the
+        # sentinel is not PUBACKed, so the broker delivers it again next time.
+        self._queue.put(None)
+        if self._worker is not None:
+            self._worker.join()
+        self.client.disconnect()
+        self.client.loop_stop()
+        self.client = None
 
     def _on_connect(
         self, client: mqtt.Client, _userdata: Any, flags: Any, reason: Any, _props: Any
@@ -326,23 +251,40 @@ class Ingest:
             self.state.disconnected_reason = str(reason)
         log.log(logging.INFO if self._closing else logging.WARNING, "disconnected: %s", reason)
 
-    def _on_message(self, client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+    def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        # paho's thread reads and checks the batch; the worker commits, answers and PUBACKs in
+        # order, so reading the next batch overlaps with the database work of this one.
+        work: Prepared | bytes | None = None
         try:
             if msg.topic.endswith("/status"):
-                self.handle_status(msg.topic, bytes(msg.payload))
+                work = bytes(msg.payload)
             else:
-                answer = self.handle(msg.topic, bytes(msg.payload))
-                if answer is not None:
-                    vehicle, ack = answer
-                    client.publish(ack_topic(vehicle), encode_ack(ack), qos=1)
-                    with self.state.lock:
-                        self.state.vehicle(vehicle).acks += 1
-        except StoreError as err:
-            # Nothing committed, nothing acknowledged: the agent sends the batch again.
-            log.error("%s: not stored: %s", msg.topic, err)
+                work = self._prepare(msg.topic, bytes(msg.payload))
         except Exception:  # a bug must not stop the ingest of every other vehicle
             log.exception("%s: unexpected error; the batch is not acknowledged", msg.topic)
-        client.ack(msg.mid, msg.qos)
+        self._queue.put((msg.topic, work, msg.mid, msg.qos))
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            topic, work, mid, qos = item
+            client = self.client
+            try:
+                if isinstance(work, bytes):
+                    self.handle_status(topic, work)
+                elif work is not None:
+                    answer = self._commit(work)
+                    if answer is not None and client is not None:
+                        vehicle, ack = answer
+                        client.publish(ack_topic(vehicle), encode_ack(ack), qos=1)
+                        with self.state.lock:
+                            self.state.vehicle(vehicle).acks += 1
+            except StoreError as err:
+                # Nothing committed, nothing acknowledged: the agent sends the batch again.
+                log.error("%s: not stored: %s", topic, err)
+            except Exception:  # a bug must not stop the ingest of every other vehicle
+                log.exception("%s: unexpected error; the batch is not acknowledged", topic)
+            if client is not None:
+                client.ack(mid, qos)
 
     # -- health ------------------------------------------------------------------------------
     def health(self, stale_after_s: float, at_ms: int | None = None) -> dict[str, Any]:
