@@ -14,6 +14,7 @@ import logging
 import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -46,6 +47,11 @@ class PlayResult:
 
 @contextmanager
 def _stop_on_signals(runner: Runner) -> Iterator[None]:
+    """SIGINT and SIGTERM end the play cleanly (only the main thread can take signals)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
     def stop(signum: int, frame: FrameType | None) -> None:
         runner.stopping = True
 
@@ -67,8 +73,15 @@ def play(
     lead_in_s: float = 1.0,
     tail_s: float = 1.0,
     on_second: Callable[[int], None] | None = None,
+    on_ready: Callable[[dict[str, str]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> PlayResult:
-    """Play a scenario on three ptys; print ``NAME PATH`` per device on ``announce`` first."""
+    """Play a scenario on three ptys; print ``NAME PATH`` per device on ``announce`` first.
+
+    ``on_ready`` gets {device name: tty path} once the lines are open (before the lead-in);
+    ``on_second`` is called after each scenario second is played; the play ends early when
+    ``should_stop()`` turns true (checked every second) or on SIGINT/SIGTERM in the main thread.
+    """
     if time_scale <= 0:
         raise ValueError(f"time scale must be > 0, not {time_scale}")
     tl = build(sc)
@@ -87,10 +100,14 @@ def play(
         try:
             for station in stations:
                 print(f"{station.model.name} {station.port.path}", file=out, flush=True)
+            if on_ready is not None:
+                on_ready({st.model.name: st.port.path for st in stations})
             _serve_polls(runner, apc_port, clock.now_ms(), time.monotonic() + lead_in_s)
             start = time.monotonic()
             t = -1
             for t in range(tl.duration_s + 1):
+                if should_stop is not None and should_stop():
+                    runner.stopping = True
                 if runner.stopping:
                     break
                 now = tl.ms(t)
@@ -105,7 +122,7 @@ def play(
                 _serve_polls(runner, apc_port, clock.now_ms(), time.monotonic() + tail_s)
         finally:
             runner.close()
-    played = max(t, 0)
+    played = t if runner.stopping else t + 1  # seconds 0 … t-1 (or t) were played
     log.info("played %d s of %s in %.1f s (%.0f×)", played, sc.name, wall,
              played / wall if wall > 0 else float("inf"))
     return PlayResult(played, wall, runner.stopping)

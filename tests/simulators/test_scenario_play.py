@@ -99,3 +99,33 @@ def test_shipped_clean_scenario_played_on_ptys() -> None:
     totals = _door_totals(played.apc)
     assert totals[(1, "boarded")] + totals[(2, "boarded")] == 44
     assert totals[(1, "alighted")] + totals[(2, "alighted")] == 44
+
+
+def test_play_in_a_thread_reports_its_ttys_and_stops_when_asked() -> None:
+    """How the demo embeds the player: paths through on_ready, an early stop through should_stop."""
+    import io
+    import threading
+
+    from simulators.scenario import load
+    from simulators.scenario.play import PlayResult, play
+
+    ready: dict[str, str] = {}
+    result: list[PlayResult] = []
+    stop = threading.Event()
+
+    def second(t: int) -> None:
+        if t == 300:
+            stop.set()
+
+    def run() -> None:
+        result.append(play(load(SHORT), time_scale=2000, announce=io.StringIO(), lead_in_s=0.1,
+                           tail_s=0.1, on_ready=ready.update, on_second=second,
+                           should_stop=stop.is_set))
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(60)
+    assert sorted(ready) == ["apc", "gps", "registrador"]
+    assert all(path.startswith("/dev/") for path in ready.values())
+    assert result[0].interrupted
+    assert result[0].seconds == 301  # seconds 0…300 played, then the stop was seen
