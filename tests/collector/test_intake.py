@@ -1,0 +1,90 @@
+"""collector.intake.prepare: every way a payload can be wrong is a reject with its reason (no broker)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from collector.intake import prepare
+from protocols.uplink import PAYLOAD_SCHEMA, Ack, encode_batch
+from tests.collector.helpers import T0, VEHICLES, speed
+
+V1, V2 = VEHICLES
+TOPIC = f"frota/v1/{V1}/up"
+
+
+def _known() -> frozenset[str]:
+    return frozenset(VEHICLES)
+
+
+def _envelope(**fields: object) -> bytes:
+    return json.dumps({"schema": PAYLOAD_SCHEMA, "vehicle": V1, "agent": "a1", **fields}).encode()
+
+
+@pytest.mark.parametrize(
+    ("topic", "payload", "reason", "ack"),
+    [
+        (TOPIC, b"", "not JSON: Expecting value: line 1 column 1 (char 0)", None),
+        (TOPIC, b"\xff\xfe", "not JSON: ", None),
+        (TOPIC, b"[" * 100_000 + b"]" * 100_000, "JSON nested too deep", None),
+        (TOPIC, b'"text"', "payload is not a JSON object", None),
+        (TOPIC, _envelope(schema=2, records=[{"seq": 4}, {"seq": 5}, {"seq": 9}]),
+         "unsupported schema 2 (this collector reads 1)",
+         Ack("a1", rejected=[(4, 5, "unsupported schema 2 (this collector reads 1)"),
+                             (9, 9, "unsupported schema 2 (this collector reads 1)")])),
+        (TOPIC, _envelope(agent=7, records=[]), "payload field 'agent' missing or not a string",
+         None),
+        (TOPIC, _envelope(), "payload field 'records' missing or not a list", None),
+        ("frota/v1/up", _envelope(records=[]), "not a frota uplink topic", None),
+        ("frota/v1/NOPE/up", _envelope(vehicle="NOPE", records=[{"seq": 1}]),
+         "unknown vehicle 'NOPE' (not in the fleet registry)",
+         Ack("a1", rejected=[(1, 1, "unknown vehicle 'NOPE' (not in the fleet registry)")])),
+    ],
+)
+def test_a_payload_that_cannot_be_accepted(
+    topic: str, payload: bytes, reason: str, ack: Ack | None
+) -> None:
+    out = prepare(topic, payload, _known, T0)
+    assert out.whole_payload_rejected
+    assert out.rows == []
+    [reject] = out.rejects
+    assert reject.reason.startswith(reason), reject.reason
+    assert reject.payload == payload
+    assert reject.received_ms == T0
+    assert out.ack == ack
+
+
+def test_oversized_is_judged_on_the_wire_size() -> None:
+    payload = encode_batch(V1, "a1", [speed(V1, "a1", 1)], compress=False)
+    out = prepare(TOPIC, payload, _known, T0, max_payload_bytes=len(payload) - 1)
+    assert out.rejects[0].reason == f"oversized payload: {len(payload)} bytes > {len(payload) - 1}"
+    assert out.ack == Ack("a1", rejected=[(1, 1, out.rejects[0].reason)])
+
+
+def test_a_good_batch_with_bad_records() -> None:
+    records: list[object] = [
+        speed(V1, "a1", 1),
+        {**speed(V1, "a1", 2), "kind": "warp"},
+        {**speed(V1, "a1", 3), "kind": "warp"},
+        speed(V1, "a2", 4),
+        "not a record",
+        speed(V1, "a1", 6, at_s=60),
+    ]
+    out = prepare(TOPIC, _envelope(records=records), _known, T0)
+    assert not out.whole_payload_rejected
+    assert [row[2] for row in out.rows] == [1, 6]
+    warp = "invalid record: kind='warp' is not one of speed, position, driver, door, trip, incident, report, device"
+    assert out.ack == Ack(
+        "a1",
+        stored=[(1, 1), (6, 6)],
+        rejected=[(2, 3, warp), (4, 4, "record lacks the batch's agent or a seq")],
+    )
+    assert [(r.first_seq, r.reason) for r in out.rejects] == [
+        (2, warp),
+        (3, warp),
+        (4, "record lacks the batch's agent or a seq"),
+        (None, "invalid record: a record is a JSON object, not str"),
+    ]
+    assert out.rejects[-1].payload == b'"not a record"'
+    assert out.state_rows == [(V1, T0 + 60_000, T0, "a1")]
