@@ -69,3 +69,27 @@ def test_devices_follow_the_timeline_second_by_second() -> None:
     speed_at = {r["ts"]: r["kmh"] for r in got["registrador"] if r["kind"] == "speed"}
     assert all(speed_at[r["ts"]] == 0 for r in doors)
     assert [r for r in got["apc"] if r["kind"] == "device"] == []
+
+
+def test_device_events_are_rendered_and_played(tmp_path: Path) -> None:
+    text = SHORT.read_text(encoding="utf-8") + (
+        '\n[[device_event]]\nat_min = 2\ndevice = "registrador"\nstatus = "compartment_open"\n'
+        'detail = "disc compartment opened"\n')
+    path = tmp_path / "short.toml"
+    path.write_text(text, encoding="utf-8")
+    (tmp_path / "short.registry.json").write_text(
+        (SHORT.parent / "short.registry.json").read_text(encoding="utf-8"), encoding="utf-8")
+    tl = build(load(path))
+    rendered = [r for r in iter_records(tl) if r["kind"] == "device"]
+    assert rendered == [{"vehicle": "TST0A00", "ts": "2026-05-04T10:02:00.000Z", "kind": "device",
+                         "device": "registrador", "status": "compartment_open",
+                         "detail": "disc compartment opened"}]
+    devices = ScenarioDevices(tl)
+    decoder = RegistradorDecoder("TST0A00")
+    decoded: list[Record] = []
+    for t in range(200):
+        devices.advance(t)
+        decoded += decoder.feed(b"".join(e.data for e in devices.registrador.due(tl.ms(t))))
+    played = [(r["ts"], r["device"], r["status"]) for r in decoded if r["kind"] == "device"]
+    # the registrador words its own detail; the time, device and status are the scenario's
+    assert played == [("2026-05-04T10:02:00.000Z", "registrador", "compartment_open")]
