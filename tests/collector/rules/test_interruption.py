@@ -5,6 +5,8 @@ assistance SP 39 §1 any duration, BA 58 §2 I after 4 h; BA 58 §2 II report af
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.collector.rules.timeline import HOUR, MIN
 from tests.collector.rules.trip_fixture import P, X, departed
 
@@ -90,7 +92,7 @@ def test_ba_report_due_after_four_hours() -> None:
     assert sp.findings_of("trip.report_due") == []
 
 
-def _replaced(after_min: int) -> list[dict[str, object]]:
+def _replaced(after_min: int) -> list[dict[str, Any]]:
     tl = departed("SP-R")
     tl.add("incident", "V1", 61 * MIN, cause="breakdown", carrier_fault=False)
     join = (60 + after_min) * MIN
@@ -152,7 +154,7 @@ def test_no_assistance_without_carrier_fault() -> None:
 
 
 def test_ba_assistance_after_four_hours() -> None:
-    def run(end_ms: int) -> list[dict[str, object]]:
+    def run(end_ms: int) -> list[dict[str, Any]]:
         tl = departed("BA-R", "BA")
         tl.add("incident", "V1", 61 * MIN, cause="breakdown", carrier_fault=True)
         tl.moving("V1", end_ms, end_ms + 10 * MIN)

@@ -5,6 +5,8 @@ SP 71 II, TO 70 II doors; SP 15 §2 index)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.collector.rules.timeline import HOUR, MIN
@@ -158,7 +160,7 @@ def test_doors_at_approved_points_or_without_passengers_are_fine() -> None:
 
 
 # ---- doors.open_while_moving -------------------------------------------------------------
-def _door_open_for(ms: int, line: str = "SP-R", profile: str = "SP") -> list[dict[str, object]]:
+def _door_open_for(ms: int, line: str = "SP-R", profile: str = "SP") -> list[dict[str, Any]]:
     tl = departed(line, profile)           # 80 km/h from 30 to 60 min
     tl.door("V1", 45 * MIN, is_open=True).door("V1", 45 * MIN + ms, is_open=False)
     return tl.findings_of("doors.open_while_moving", profile=profile)

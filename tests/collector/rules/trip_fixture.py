@@ -6,7 +6,7 @@ Places (all on latitude −23.0): terminal A at lon −46.0, stop P at −46.5, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Self
 
 from collector.registry import Registry
 from collector.rules import evaluate
@@ -59,22 +59,44 @@ DAY = {"SP": SP_DAY, "BA": BA_DAY, "TO": TO_DAY}
 class TripLine(Timeline):
     """A timeline with places: ``at`` a place (a position without GPS speed)."""
 
+    def add(self, kind: str, vehicle: str, offset_ms: int, **fields: Any) -> Self:
+        """Any record."""
+        super().add(kind, vehicle, offset_ms, **fields)
+        return self
+
+    def speed(self, vehicle: str, offset_ms: int, kmh: float) -> Self:
+        """A registrador speed sample."""
+        super().speed(vehicle, offset_ms, kmh)
+        return self
+
+    def slot(self, vehicle: str, offset_ms: int, slot: int, card: str | None,
+             activity: str) -> Self:
+        """A driver record."""
+        super().slot(vehicle, offset_ms, slot, card, activity)
+        return self
+
+    def moving(self, vehicle: str, start_ms: int, end_ms: int, kmh: float = 80,
+               every_ms: int = 10 * MIN) -> Self:
+        """The vehicle moves from ``start_ms`` and is stopped at ``end_ms``."""
+        super().moving(vehicle, start_ms, end_ms, kmh, every_ms)
+        return self
+
     def at(self, vehicle: str, offset_ms: int, place: tuple[float, float],
-           kmh: float | None = None) -> TripLine:
+           kmh: float | None = None) -> Self:
         """A GPS fix at a place (with GPS speed only when given)."""
         extra = {} if kmh is None else {"kmh": kmh}
         self.add("position", vehicle, offset_ms, lat=place[0], lon=place[1], **extra)
         return self
 
     def start_trip(self, vehicle: str, offset_ms: int, line: str, scheduled_ms: int | None,
-                   trip: str = "T1") -> TripLine:
+                   trip: str = "T1") -> Self:
         """``trip start`` with its scheduled departure (offset), or none."""
         extra = {} if scheduled_ms is None else {"scheduled": self.ts(scheduled_ms)}
         self.add("trip", vehicle, offset_ms, event="start", trip=trip, line=line, **extra)
         return self
 
     def door(self, vehicle: str, offset_ms: int, *, door: int = 1, is_open: bool = False,
-             boarded: int = 0, alighted: int = 0) -> TripLine:
+             boarded: int = 0, alighted: int = 0) -> Self:
         """A door record."""
         self.add("door", vehicle, offset_ms, door=door, open=is_open, boarded=boarded,
                  alighted=alighted)
