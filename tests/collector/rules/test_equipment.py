@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.collector.rules.timeline import MIN
-from tests.collector.rules.trip_fixture import SP_DAY, X, TripLine
+from tests.collector.rules.trip_fixture import SP_DAY, TripLine, X
 
 RULE = "equipment.registrador"
 SP_BASIS = ["Decreto SP 29.913/1989 art. 61 §2", "CTB art. 230 IX", "CTB art. 230 X",
