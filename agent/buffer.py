@@ -282,6 +282,11 @@ class Buffer:
         (last,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()
         return int(last)
 
+    def pending_count(self) -> int:
+        """Records not yet answered by the collector (the backlog; cheap: a partial index)."""
+        (count,) = self.conn.execute("SELECT COUNT(*) FROM records WHERE state = 0").fetchone()
+        return int(count)
+
     def counts(self) -> Counts:
         """Records per upload state and the last seq."""
         by_state = dict(

@@ -81,7 +81,7 @@ class Agent:
         return (
             f"received={received} captured={self.writer.captured} dupes={self.writer.duplicates} "
             f"sent={up.records_sent} stored={up.stored} rejected={up.rejected} "
-            f"backlog={self.reader.counts().pending} broker={'up' if up.connected else 'down'} {health}"
+            f"backlog={self.reader.pending_count()} broker={'up' if up.connected else 'down'} {health}"
         )
 
     def healthy(self) -> bool:
@@ -121,7 +121,7 @@ class Agent:
         # While the broker is there, send what is pending and wait a little for the answers;
         # whatever is left stays in the buffer for the next start.
         if not self.uplink.drain(DRAIN_ON_STOP_S):
-            log.info("stopping with %d records not yet confirmed", self.reader.counts().pending)
+            log.info("stopping with %d records not yet confirmed", self.reader.pending_count())
         self.uplink.stop()
         log.info("stopped: %s", self.status_line())
         self.reader.close()

@@ -385,4 +385,4 @@ class Uplink:
 
     def backlog(self) -> int:
         """Records not yet answered by the collector (from the buffer)."""
-        return self.buffer.counts().pending
+        return self.buffer.pending_count()

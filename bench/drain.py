@@ -19,6 +19,8 @@ Prints records/s for both and the ratio. Target: the drain in ≤ 60 s.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import sqlite3
 import subprocess
 import tempfile
@@ -73,8 +75,21 @@ def baseline(broker: Mosquitto, folder: Path, agent: str, bodies: list[str], bat
     return time.perf_counter() - start
 
 
-def drain(broker: Mosquitto, folder: Path, buffer: Path, batch: int, in_flight: int) -> float:
-    """Seconds for the uplink to get every record confirmed by the real collector."""
+def _cpu_of(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def drain(
+    broker: Mosquitto, folder: Path, buffer: Path, batch: int, in_flight: int
+) -> tuple[float, float, float]:
+    """(seconds, agent CPU s, collector CPU s) to get every record confirmed by the collector."""
     (folder / "collector").mkdir()
     collector = CollectorProcess(folder / "collector", broker.url)
     collector.start()
@@ -88,12 +103,19 @@ def drain(broker: Mosquitto, folder: Path, buffer: Path, batch: int, in_flight: 
     )
     reader = Buffer(buffer)
     uplink = Uplink(config)
+    assert collector.proc is not None
+    pid = collector.proc.pid
     try:
+        cpu0, ccpu0 = _own_cpu(), _cpu_of(pid)
         start = time.perf_counter()
         uplink.start()
-        while reader.counts().pending > 0:
-            time.sleep(0.02)
+        total = reader.pending_count()
+        # Watch the uplink's own count of confirmed records (no query competing with it), then
+        # check the buffer itself.
+        while uplink.stats.stored + uplink.stats.rejected < total or reader.pending_count() > 0:
+            time.sleep(0.01)
         elapsed = time.perf_counter() - start
+        agent_cpu, collector_cpu = _own_cpu() - cpu0, _cpu_of(pid) - ccpu0
     finally:
         uplink.stop()
         reader.close()
@@ -103,7 +125,7 @@ def drain(broker: Mosquitto, folder: Path, buffer: Path, batch: int, in_flight: 
     conn.close()
     counts = Buffer(buffer).counts()
     assert stored == counts.stored == counts.last_seq, (stored, counts)
-    return elapsed
+    return elapsed, agent_cpu, collector_cpu
 
 
 def main() -> None:
@@ -122,12 +144,16 @@ def main() -> None:
         broker.start()
         try:
             t_pub = baseline(broker, folder, agent, bodies, args.batch)
-            t_drain = drain(broker, folder, buffer, args.batch, args.in_flight)
+            t_drain, agent_cpu, collector_cpu = drain(
+                broker, folder, buffer, args.batch, args.in_flight
+            )
         finally:
             broker.stop()
     print(f"records: {n}  batch: {args.batch}  in flight: {args.in_flight}")
     print(f"mosquitto_pub (JSON lines, QoS 1): {t_pub:7.2f} s  {n / t_pub:10,.0f} records/s")
     print(f"agent → collector, confirmed:      {t_drain:7.2f} s  {n / t_drain:10,.0f} records/s")
+    print(f"CPU during the drain: agent {agent_cpu:.1f} s, collector {collector_cpu:.1f} s "
+          f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     print(f"ratio drain/mosquitto_pub time: {t_drain / t_pub:.1f}×   target: drain ≤ 60 s "
           f"({'met' if t_drain <= 60 else 'NOT met'})")
 
