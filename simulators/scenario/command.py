@@ -14,7 +14,7 @@ from simulators.scenario import find, load, shipped
 from simulators.scenario.model import Scenario, ScenarioError
 from simulators.scenario.play import play
 from simulators.scenario.render import iter_records
-from simulators.scenario.timeline import TimelineError, build
+from simulators.scenario.timeline import Timeline, build
 
 
 def register_sim(subparsers: Any) -> None:
@@ -68,22 +68,26 @@ def register_sim(subparsers: Any) -> None:
     player.set_defaults(func=run_play)
 
 
-def _load(name: str) -> Scenario:
+def _load(name: str) -> tuple[Scenario, Timeline]:
+    """A scenario and its timeline, or a UserError naming the file and the mistake."""
     path = find(name)
     if not path.exists():
         raise UserError(f"{name}: no such file, and no shipped scenario of that name "
                         "(see 'frota sim scenario list')")
     try:
-        return load(path)
+        sc = load(path)
     except ScenarioError as err:
         raise UserError(str(err)) from err
+    try:
+        return sc, build(sc)
+    except ScenarioError as err:
+        raise UserError(f"{path.name}: {err}") from err
 
 
 def run_list(args: argparse.Namespace) -> int:
     """Print the shipped scenarios."""
     for path in shipped():
-        sc = _load(str(path))
-        tl = build(sc)
+        sc, tl = _load(str(path))
         print(f"{sc.name:<14} {tl.duration_s / 3600:5.1f} h {tl.route.length_m / 1000:6.1f} km  "
               f"{sc.registry_path.name:<28} {sc.description}")
     return 0
@@ -91,11 +95,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_render(args: argparse.Namespace) -> int:
     """Write a scenario's records as JSON Lines."""
-    sc = _load(args.file)
-    try:
-        tl = build(sc)
-    except TimelineError as err:
-        raise UserError(f"{sc.path.name}: {err}") from err
+    _, tl = _load(args.file)
     try:
         stream = (Path(args.output).open("w", encoding="utf-8")  # noqa: SIM115
                   if args.output else sys.stdout)
@@ -112,7 +112,7 @@ def run_render(args: argparse.Namespace) -> int:
 
 def run_play(args: argparse.Namespace) -> int:
     """Play a scenario on three ptys."""
-    sc = _load(args.file)
+    sc, _ = _load(args.file)
     if args.time_scale <= 0:
         raise UserError(f"--time-scale must be > 0, not {args.time_scale}")
     links = Path(args.links) if args.links else None
@@ -126,7 +126,7 @@ def run_play(args: argparse.Namespace) -> int:
         noise = NoiseConfig(ber=args.ber, garbage=args.garbage, seed=args.seed)
         play(sc, time_scale=args.time_scale, links=links, noise=noise,
              lead_in_s=args.lead_in, tail_s=args.tail)
-    except (ValueError, TimelineError) as err:
+    except ValueError as err:
         raise UserError(str(err)) from err
     except OSError as err:
         raise UserError(f"cannot open a pseudo-terminal: {err}") from err

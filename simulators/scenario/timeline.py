@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulators.scenario.geo import Polyline
-from simulators.scenario.model import Scenario, Stop, door_busy_s, doors_open_s
+from simulators.scenario.model import Scenario, ScenarioError, Stop, door_busy_s, doors_open_s
 
 #: Order of events that fall on the same second (a card goes in before the trip starts).
 _ORDER = {"device": 0, "driver": 1, "trip": 2, "incident": 3, "door": 4}
@@ -35,8 +35,8 @@ TRIP_START_BEFORE_S = 120
 MIN_LEG_M = 50.0
 
 
-class TimelineError(ValueError):
-    """A scenario whose kinematics cannot be worked out (a leg too short, a route too long)."""
+class TimelineError(ScenarioError):
+    """A scenario whose kinematics cannot be worked out (a leg too short, speeds out of order)."""
 
 
 @dataclass(frozen=True)

@@ -89,3 +89,12 @@ def test_expect_absent_and_only() -> None:
     assert problems(only, [_f("driver.two_drivers", "infraction"),
                            _f("driver.workday", "infraction")]) == [
         "unexpected 1× driver.workday (infraction)"]
+
+
+def test_speeds_past_the_leg_are_refused_when_worked_out(tmp_path: Path) -> None:
+    from simulators.scenario.timeline import build
+
+    path = _variant(tmp_path, "speeds = [[0, 60], [-1, 40]]", "speeds = [[0, 60], [20, 40]]")
+    # the leg from the roadside stop (-23.09) to Terminal Sul (-23.12) is 0.03° = 3.34 km
+    with pytest.raises(ScenarioError, match=r"speeds change at 20\.00 km.*3\.34 km"):
+        build(load(path))
