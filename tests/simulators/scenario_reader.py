@@ -16,8 +16,8 @@ from protocols.nmea import NmeaDecoder
 from protocols.records import Record, ts_to_ms
 from protocols.registrador.decoder import RegistradorDecoder
 
-#: A COUNTS answer: header 4 + data 6 + CRC 2.
-COUNTS_FRAME = 12
+#: An APC frame: SYNC, ADDRESS, COMMAND, LENGTH, then LENGTH data bytes and a 2-byte CRC.
+APC_HEADER, APC_CRC = 4, 2
 #: Give up waiting for an answer after this long (a poll lost to the end of the play).
 POLL_TIMEOUT_S = 0.2
 
@@ -39,7 +39,7 @@ def play_and_read(scenario: Path, vehicle: str, doors: int, time_scale: float,
     """Run ``frota sim scenario play`` and read its three ptys until it ends."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "frota", "sim", "scenario", "play", str(scenario),
-         "--time-scale", str(time_scale), "--lead-in", "0.5", "--tail", "1.0"],
+         "--time-scale", str(time_scale), "--lead-in", "1.0", "--tail", "1.0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     out = Played()
@@ -47,7 +47,9 @@ def play_and_read(scenario: Path, vehicle: str, doors: int, time_scale: float,
     try:
         assert proc.stdout is not None
         for _ in range(3):
-            name, path = proc.stdout.readline().split()
+            line = proc.stdout.readline()
+            assert line, f"the player printed no tty path; stderr: {proc.stderr and proc.stderr.read()}"
+            name, path = line.split()
             fds[name] = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
         _read(fds, vehicle, doors, out, time.monotonic() + timeout_s)
         out.returncode = proc.wait(timeout=10)
@@ -64,6 +66,11 @@ def play_and_read(scenario: Path, vehicle: str, doors: int, time_scale: float,
         if proc.stdout is not None:
             proc.stdout.close()
     return out
+
+
+def _complete(answer: bytearray) -> bool:
+    """A whole answer frame is in (a COUNTS answer is 12 bytes, an ACK_RESET answer 6)."""
+    return len(answer) >= APC_HEADER and len(answer) >= APC_HEADER + answer[3] + APC_CRC
 
 
 def _read(fds: dict[str, int], vehicle: str, doors: int, out: Played, deadline: float) -> None:
@@ -105,7 +112,7 @@ def _read(fds: dict[str, int], vehicle: str, doors: int, out: Played, deadline: 
                 out.gps += gps.feed(data)
             else:
                 answer += data
-        if request is not None and (len(answer) >= COUNTS_FRAME
+        if request is not None and (_complete(answer)
                                     or time.monotonic() - sent_at > POLL_TIMEOUT_S):
             if latest_ms is not None:
                 out.apc += poller.feed(request + bytes(answer), latest_ms)
