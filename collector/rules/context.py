@@ -39,8 +39,8 @@ class Vehicle:
 
     __slots__ = (
         "default_profile", "emitted", "gps_kmh", "gps_ms", "id", "kmh", "last_ms", "lat",
-        "limit_kmh", "limit_source", "lon", "moving", "moving_since", "profile", "slot_activity", "slot_driver",
-        "speed_ms", "states", "stop_kmh", "trip", "zones",
+        "limit_kmh", "limit_source", "lon", "moving", "moving_since", "profile", "silent_ms",
+        "slot_activity", "slot_driver", "speed_ms", "states", "stop_kmh", "trip", "zones",
     )
 
     def __init__(self, vehicle_id: str, profile: Profile) -> None:
@@ -74,6 +74,8 @@ class Vehicle:
         self.trip = trip
         self.profile = trip.profile if trip is not None else self.default_profile
         self.stop_kmh = self.profile.stop_kmh
+        #: the registrador is silent (GPS speed counts instead) after this long without a speed
+        self.silent_ms = int(self.profile.rules["equipment.registrador"].params.silent_s * 1000)
         line = trip.line if trip is not None else None
         self.zones = line.speed_zones if line is not None else ()
         self.update_limit()
@@ -90,7 +92,11 @@ class Vehicle:
         """The applicable limit: the lowest speed zone containing the position, else the base."""
         limit, source = self.base_limit()
         if self.zones and self.lat is not None and self.lon is not None:
+            lat = self.lat
             for zone in self.zones:
+                # 111,195 m per degree of latitude: a cheap lower bound of the distance first
+                if abs(lat - zone.lat) * 111_195 > zone.radius_m:
+                    continue
                 if zone.limit_kmh < limit and distance_m(
                     self.lat, self.lon, zone.lat, zone.lon
                 ) <= zone.radius_m:

@@ -156,7 +156,7 @@ class Engine:
             if gps is not None:
                 v.gps_kmh = gps
                 v.gps_ms = ms
-                if ms - v.speed_ms > self._silent_ms(v):
+                if ms - v.speed_ms > v.silent_ms:
                     self._sample(v, ms, float(gps))
                 self._found(self.ops.position(v, ms, float(gps)))
         elif kind == "driver":
@@ -167,10 +167,6 @@ class Engine:
         else:
             self._found(self.ops.record(v, ms, rec))
 
-    @staticmethod
-    def _silent_ms(v: Vehicle) -> int:
-        return int(v.profile.rules["equipment.registrador"].params.silent_s * 1000)
-
     def _sample(self, v: Vehicle, ms: int, kmh: float) -> None:
         v.kmh = kmh
         moving = kmh >= v.stop_kmh
@@ -178,7 +174,7 @@ class Engine:
             v.moving = moving
             v.moving_since = ms
             self._changed(v, ms)
-        found = _SPEED_RULE.on_sample(v.states[_SPEED_RULE.id], v, ms, kmh, self._silent_ms(v))
+        found = _SPEED_RULE.on_sample(v.states[_SPEED_RULE.id], v, ms, kmh, v.silent_ms)
         if found is not None:
             self.closed[found["id"]] = found
         hot = self.ops.hot

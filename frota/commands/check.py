@@ -11,7 +11,6 @@ import argparse
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,11 @@ import orjson
 from collector.registry import RegistryError
 from collector.registry import load as load_registry
 from collector.rules.engine import Engine, LateRecordError
+from collector.rules.intake import parse_line
 from collector.rules.profile import BUILTIN, Profile, ProfileError, load_profiles
 from collector.rules.timeutil import fast_ts_ms
 from frota.errors import UserError
-from protocols.records import RecordError, dumps, validate
+from protocols.records import RecordError, dumps
 
 FLUSH_EVERY = 8192
 
@@ -71,42 +71,33 @@ def resolve_profiles(value: str) -> tuple[dict[str, Profile], str]:
         raise UserError(str(err)) from None
 
 
-def parse_line(number: int, line: bytes) -> tuple[int, dict[str, Any]] | None:
-    """One input line → (ms, record); None for a blank line; UserError naming the line."""
-    if not line.strip():
-        return None
-    try:
-        rec = orjson.loads(line)
-    except orjson.JSONDecodeError as err:
-        raise UserError(f"line {number} is not JSON: {err}") from None
-    try:
-        validate(rec)
-        return fast_ts_ms(rec["ts"]), rec
-    except RecordError as err:
-        raise UserError(f"line {number}: {err}") from None
-
-
-def _records(path: Path, as_of: int | None) -> Iterator[tuple[int, int, dict[str, Any]]]:
+def _feed(engine: Engine, path: Path, as_of: int | None, *, stream: bool) -> None:
+    """Read, validate and queue every record of the file (flushing as it goes if ``stream``)."""
+    lines = engine.registry.lines
+    add = engine.add_one
     try:
         handle = path.open("rb")
     except OSError as err:
         raise UserError(f"cannot read {path}: {err.strerror}") from None
     with handle:
         for number, line in enumerate(handle, start=1):
-            parsed = parse_line(number, line)
-            if parsed is None or (as_of is not None and parsed[0] > as_of):
+            try:
+                ms, rec = parse_line(line)
+            except orjson.JSONDecodeError as err:
+                if not line.strip():
+                    continue
+                raise UserError(f"line {number} is not JSON: {err}") from None
+            except RecordError as err:
+                raise UserError(f"line {number}: {err}") from None
+            if as_of is not None and ms > as_of:
                 continue
-            yield number, parsed[0], parsed[1]
-
-
-def _feed(engine: Engine, path: Path, as_of: int | None, *, stream: bool) -> None:
-    lines = engine.registry.lines
-    for count, (number, ms, rec) in enumerate(_records(path, as_of), start=1):
-        if rec["kind"] == "trip" and rec["line"] not in lines:
-            raise UserError(f"line {number}: unknown line {rec['line']!r} (not in the registry)")
-        engine.add_one(ms, rec)
-        if stream and count % FLUSH_EVERY == 0:
-            engine.flush()
+            if rec["kind"] == "trip" and rec["line"] not in lines:
+                raise UserError(
+                    f"line {number}: unknown line {rec['line']!r} (not in the registry)"
+                )
+            add(ms, rec)
+            if stream and not number % FLUSH_EVERY:
+                engine.flush()
 
 
 def check(registry_path: str, profile: str, records_path: Path,
