@@ -10,8 +10,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from collector.ingest import Ingest
 from collector.store import Reject, Store, StoreError, device_key, open_store, record_row
 from protocols.records import ts_to_ms
+from protocols.uplink import Ack, encode_batch
 from tests.collector.helpers import T0, speed
 
 V1, V2 = "ABC1D23", "XYZ9K88"
@@ -143,3 +145,18 @@ def test_opening_a_missing_or_broken_sqlite_file_is_a_store_error(tmp_path: Path
     broken.write_bytes(b"this is not SQLite" * 100)
     with pytest.raises(StoreError, match="file is not a database"):
         open_store(str(broken), create=False)
+
+
+def test_the_ingest_on_either_backend(store: Store) -> None:
+    ingest = Ingest(store, lambda: frozenset({V1}))
+    payload = encode_batch(V1, "a1", [speed(V1, "a1", seq) for seq in (1, 2, 3)])
+    assert ingest.handle(f"frota/v1/{V1}/up", payload) == (V1, Ack("a1", stored=[(1, 3)]))
+    assert ingest.handle(f"frota/v1/{V1}/up", payload) == (V1, Ack("a1", stored=[(1, 3)]))
+    assert ingest.handle(f"frota/v1/{V1}/up", b"junk") is None
+    live = ingest.state.vehicles[V1]
+    assert (live.batches, live.stored, live.duplicates, live.rejected) == (2, 3, 3, 1)
+    assert (store.count(V1), store.reject_count()) == (3, 1)
+    # a restarted collector starts from what the store knows
+    again = Ingest(store, lambda: frozenset({V1}))
+    assert again.state.rejects_total == 1
+    assert again.state.vehicles[V1].last_ts_ms == T0 + 3000
