@@ -146,15 +146,14 @@ class Ingest:
                 last = prepared.last_ts_ms
                 if last is not None and (live.last_ts_ms is None or last > live.last_ts_ms):
                     live.last_ts_ms = last
-        for reject in prepared.rejects:
-            log.warning(
-                "%s: rejected %s: %s",
-                prepared.topic,
-                f"record seq {reject.first_seq}"
-                if not prepared.whole_payload_rejected
-                else f"payload of {len(reject.payload)} bytes",
-                reject.reason,
+        if prepared.rejects:  # one line per batch, however many of its records were bad
+            first = prepared.rejects[0]
+            what = (
+                f"payload of {len(first.payload)} bytes"
+                if prepared.whole_payload_rejected
+                else f"{len(prepared.rejects)} record(s), first seq {first.first_seq}"
             )
+            log.warning("%s: rejected %s: %s", prepared.topic, what, first.reason)
         if vehicle is None or prepared.ack is None:
             return None
         return vehicle, prepared.ack
