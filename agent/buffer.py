@@ -13,6 +13,7 @@ writer commits. The schema is migrated by name (the ``migrations`` table).
 
 from __future__ import annotations
 
+import logging
 import queue
 import sqlite3
 import threading
@@ -27,6 +28,8 @@ from typing import Any, Final
 import orjson
 
 from protocols.records import Record, ts_to_ms
+
+log = logging.getLogger(__name__)
 
 PENDING: Final = 0
 STORED: Final = 1
@@ -177,8 +180,22 @@ class Buffer:
         """Close the connection."""
         self.conn.close()
 
+    def _known_frame(self, source: str, device_seq: int, ts_ms: int) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM records WHERE source = ? AND device_seq = ? AND ts_ms = ? LIMIT 1",
+            (source, device_seq, ts_ms),
+        ).fetchone()
+        return row is not None
+
     def add(self, items: Sequence[tuple[str, Record]]) -> list[int]:
-        """Capture (source, record) pairs in one transaction; return the seqs given (dupes skipped)."""
+        """Capture (source, record) pairs in one transaction; return the seqs given.
+
+        Consecutive records of one source with the same ``device_seq`` and ``ts`` are one device
+        frame (a decoder gives a frame's records together). A frame already captured — received
+        live and again by a history download — is skipped whole, as the registrador decoder
+        asks (its records may differ by the driver changes it reports); a record whose
+        :func:`device_key` is already there is skipped too. Skipped records take no seq.
+        """
         if not items:
             return []
         now = _wall_ms()
@@ -188,8 +205,18 @@ class Buffer:
             try:
                 (last,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()
                 seq = int(last) + 1
+                frame: tuple[str, int, int] | None = None
+                repeat = False
                 for source, rec in items:
                     ts_ms = ts_to_ms(rec["ts"])
+                    device_seq = rec.get("device_seq")
+                    if device_seq is None:
+                        frame, repeat = None, False
+                    elif frame != (source, device_seq, ts_ms):
+                        frame = (source, device_seq, ts_ms)
+                        repeat = self._known_frame(source, device_seq, ts_ms)
+                    if repeat:
+                        continue
                     cur = self.conn.execute(
                         "INSERT OR IGNORE INTO records "
                         "(seq, ts_ms, kind, source, device_seq, device_key, body, captured_ms) "
@@ -199,7 +226,7 @@ class Buffer:
                             ts_ms,
                             rec["kind"],
                             source,
-                            rec.get("device_seq"),
+                            device_seq,
                             device_key(rec, ts_ms),
                             _body(rec, self.agent, seq),
                             now,
@@ -310,13 +337,17 @@ class Buffer:
 
 
 class BufferWriter:
-    """The one writer thread: batches records into commits bounded by size and time."""
+    """The one writer thread: batches records into commits bounded by size and time.
+
+    Records handed over together (one decoder ``feed``) stay together in one commit, so a
+    device frame's records are never split (see :meth:`Buffer.add`).
+    """
 
     def __init__(self, path: str | Path, commit_records: int = 200, commit_interval_ms: int = 200):
         self.buffer = Buffer(path)
         self.commit_records = commit_records
         self.commit_interval_s = commit_interval_ms / 1000.0
-        self._queue: queue.Queue[tuple[str, Record] | None] = queue.Queue()
+        self._queue: queue.Queue[list[tuple[str, Record]] | None] = queue.Queue()
         self._listeners: list[threading.Event] = []
         self._thread = threading.Thread(target=self._run, name="buffer-writer", daemon=True)
         self.captured = 0
@@ -344,20 +375,21 @@ class BufferWriter:
 
     def put(self, source: str, record: Record) -> None:
         """Queue a record for the next commit (captured only once committed)."""
-        self._queue.put((source, record))
+        self._queue.put([(source, record)])
 
     def put_many(self, source: str, records: Iterable[Record]) -> None:
-        """Queue several records from one source."""
-        for rec in records:
-            self._queue.put((source, rec))
+        """Queue records from one source that belong together (one decoder feed)."""
+        group = [(source, rec) for rec in records]
+        if group:
+            self._queue.put(group)
 
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            item = self._queue.get()
-            if item is None:
+            first = self._queue.get()
+            if first is None:
                 break
-            batch = [item]
+            batch = list(first)
             deadline = time.monotonic() + self.commit_interval_s
             while len(batch) < self.commit_records:
                 remaining = deadline - time.monotonic()
@@ -368,30 +400,32 @@ class BufferWriter:
                 if nxt is None:
                     stopping = True
                     break
-                batch.append(nxt)
-            self._commit(batch)
+                batch.extend(nxt)
+            self._commit(batch, final=False)
         # Flush whatever was queued behind the stop marker.
         rest: list[tuple[str, Record]] = []
         while True:
             try:
-                item = self._queue.get_nowait()
+                group = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if item is not None:
-                rest.append(item)
+            if group is not None:
+                rest.extend(group)
         if rest:
-            self._commit(rest)
+            self._commit(rest, final=True)
 
-    def _commit(self, batch: list[tuple[str, Record]]) -> None:
+    def _commit(self, batch: list[tuple[str, Record]], *, final: bool) -> None:
         try:
             seqs = self.buffer.add(batch)
         except BufferError as err:
-            # Keep the records in memory and retry on the next round rather than drop them.
             self.error = err
-            for item in batch:
-                self._queue.put(item)
-            time.sleep(1.0)
+            log.error("%s (%d records kept in memory%s)", err, len(batch), "" if not final else "; lost at stop")
+            if not final:
+                # Keep the records and retry on the next round rather than drop them.
+                self._queue.put(batch)
+                time.sleep(1.0)
             return
+        self.error = None
         self.commits += 1
         self.captured += len(seqs)
         self.duplicates += len(batch) - len(seqs)

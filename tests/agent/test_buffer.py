@@ -93,7 +93,8 @@ def test_writer_batches_commits_and_flushes_on_stop(tmp_path: Path) -> None:
     committed = threading.Event()
     writer.notify(committed)
     writer.start()
-    writer.put_many("reg", [speed(n, device_seq=n) for n in range(250)])
+    for n in range(250):
+        writer.put("reg", speed(n, device_seq=n))
     # 250 records with a size bound of 100 and a long time bound: two full commits happen now.
     assert committed.wait(10)
     writer.put("reg", speed(5, device_seq=5))  # a duplicate
@@ -115,3 +116,19 @@ def test_writer_commits_on_time_bound(tmp_path: Path) -> None:
     assert committed.wait(10)  # one record, far from the size bound, committed by time
     assert writer.captured == 1
     writer.stop()
+
+
+def test_writer_never_splits_what_was_handed_over_together(tmp_path: Path) -> None:
+    writer = BufferWriter(tmp_path / "b.sqlite", commit_records=100, commit_interval_ms=10)
+    writer.start()
+    # One decoder feed: 150 records of 50 frames (3 records each). Split at 100, the second
+    # commit would take frame 34's last records for a repeat of the first commit's.
+    group = []
+    for n in range(50):
+        rec = speed(n, device_seq=n)
+        group += [rec, {**rec, "kind": "device", "device": "registrador", "status": "ok"}]
+        group.append(make_record("driver", VEHICLE, rec["ts"], slot=1, driver=None, activity="rest", device_seq=n))
+    writer.put_many("reg", group)
+    writer.stop()
+    assert writer.commits == 1
+    assert writer.captured == 150
