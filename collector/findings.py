@@ -6,8 +6,9 @@ and the same inputs as ``frota check --as-of NOW`` (records with ``ts`` <= NOW, 
 order), and the table is replaced in one transaction together with the ``as_of`` it was computed
 for. The same violation keeps its ``id`` (the engine's ids are stable), so an open finding keeps
 its id while it grows. A background thread polls the store's newest row id (cheap) and
-re-evaluates at most once per ``interval_s``, and at least every ``refresh_s`` so that open
-deadlines and interruptions grow with the clock. See docs/rules.md, "Findings in the collector".
+re-evaluates once the store has been quiet for ``quiet_s`` (a backlog burst is one evaluation,
+not one per message), at the latest ``max_delay_s`` after the first new record, and at least
+every ``refresh_s`` so that open deadlines and interruptions grow with the clock. See docs/rules.md, "Findings in the collector".
 """
 
 from __future__ import annotations
@@ -110,7 +111,7 @@ def load(store: Store, vehicle: str | None = None,
     if since_ms is not None:
         sql += " AND (end_ms IS NULL OR end_ms >= ?)"
         params.append(since_ms)
-    with store._lock:
+    with store._lock, store._transaction():   # one snapshot: the rows and their as_of
         rows = store._query(sql, tuple(params))
         state = store._query("SELECT value FROM findings_state WHERE name = ?", ("as_of_ms",))
     found = sorted((orjson.loads(str(row[0])) for row in rows), key=sort_key)
@@ -127,11 +128,14 @@ def newest_row(store: Store) -> int:
 class LiveFindings:
     """The background evaluator of a running collector (see the module docstring)."""
 
-    def __init__(self, store: Store, registry_path: Path, *, interval_s: float = 1.0,
-                 refresh_s: float = 60.0, default_profile: str = "SP") -> None:
+    def __init__(self, store: Store, registry_path: Path, *, poll_s: float = 0.25,
+                 quiet_s: float = 1.0, max_delay_s: float = 15.0, refresh_s: float = 60.0,
+                 default_profile: str = "SP") -> None:
         self.store = store
         self.registry_path = registry_path
-        self.interval_s = interval_s
+        self.poll_s = poll_s
+        self.quiet_s = quiet_s
+        self.max_delay_s = max_delay_s
         self.refresh_s = refresh_s
         self.default_profile = default_profile
         self.profiles = load_profiles()
@@ -173,13 +177,23 @@ class LiveFindings:
 
     def _run(self) -> None:
         seen = -1
+        changed_at: float | None = None     # first change not evaluated yet
+        quiet_since = 0.0                   # last change seen
         last = 0.0
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.wait(self.poll_s):
             try:
+                now = time.monotonic()
                 newest = newest_row(self.store)
-                if newest != seen or time.monotonic() - last >= self.refresh_s:
+                if newest != seen:
                     seen = newest
-                    last = time.monotonic()
+                    quiet_since = now
+                    if changed_at is None:
+                        changed_at = now
+                due = changed_at is not None and (now - quiet_since >= self.quiet_s
+                                                  or now - changed_at >= self.max_delay_s)
+                if due or now - last >= self.refresh_s:
+                    changed_at = None
+                    last = now
                     self.evaluate_now()
             except Exception:  # the evaluator must never take the collector down
                 log.exception("findings: evaluation failed")
