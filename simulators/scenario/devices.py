@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 
-from protocols.registrador.encoder import Slot, encode_driver_event
 from simulators.apc import DoorSensor, SensorBus
 from simulators.gps import GpsFix, GpsReceiver
 from simulators.registrador import RegistradorModel
@@ -34,28 +33,13 @@ REGISTRADOR_EVENTS = {
 }
 
 
-class ScenarioRegistrador(RegistradorModel):
-    """The registrador model, with a card-out event that carries the slot after it (empty).
-
-    ``RegistradorModel.withdraw_card`` sends the removed card with the default activity, so the
-    decoder reports the empty slot twice (``rest`` from the event, ``unknown`` from the next
-    status frame); the encoder documents ``state`` as the slot after the event.
-    """
-
-    def withdraw_card(self, slot: int, now_ms: int) -> None:
-        """The card in slot 1 or 2 is taken out."""
-        self._catch_up(now_ms)
-        self.slots[slot - 1] = Slot()
-        self._event(now_ms, encode_driver_event, slot=slot, event="card_out", state=Slot())
-
-
 class ScenarioDevices:
     """The registrador, GPS and door-sensor models following one timeline."""
 
     def __init__(self, tl: Timeline) -> None:
         self.tl = tl
         sc = tl.scenario
-        self.registrador = ScenarioRegistrador(sc.start_ms, odometer_m=sc.odometer_m)
+        self.registrador = RegistradorModel(sc.start_ms, odometer_m=sc.odometer_m)
         # a receiver started 1 ms before the scenario gives its first fix at the first second
         self.gps = GpsReceiver(sc.start_ms - 1, self.fix, vtg=False)
         self.sensors = {d: DoorSensor(address=d) for d in range(1, sc.doors + 1)}
@@ -74,7 +58,7 @@ class ScenarioDevices:
         self._d = 0
 
     @property
-    def models(self) -> tuple[ScenarioRegistrador, GpsReceiver, SensorBus]:
+    def models(self) -> tuple[RegistradorModel, GpsReceiver, SensorBus]:
         """The three device models, for the runner."""
         return self.registrador, self.gps, self.apc
 
