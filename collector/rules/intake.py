@@ -16,51 +16,41 @@ import orjson
 from collector.rules.timeutil import fast_ts_ms
 from protocols.records import Record, RecordError, validate
 
-_SPEED_KEYS = frozenset(("vehicle", "ts", "kind", "kmh", "odometer_m", "ignition", "agent", "seq"))
-_POSITION_KEYS = frozenset(("vehicle", "ts", "kind", "lat", "lon", "kmh", "course", "agent",
-                            "seq"))
-
-
-def _number(value: Any, lo: float, hi: float) -> bool:
-    kind = type(value)
-    return (kind is float or kind is int) and lo <= value <= hi  # NaN fails the comparison
-
-
-def _common(rec: dict[str, Any]) -> bool:
-    vehicle = rec.get("vehicle")
-    if type(vehicle) is not str or not vehicle:
-        return False
-    if "seq" in rec or "agent" in rec:
-        agent = rec.get("agent")
-        seq = rec.get("seq")
-        return type(agent) is str and bool(agent) and type(seq) is int and seq >= 1
-    return True
-
 
 def _fast_valid(rec: dict[str, Any]) -> bool:
-    kind = rec.get("kind")
-    if kind == "speed":
-        if not rec.keys() <= _SPEED_KEYS or not _number(rec.get("kmh"), 0, 400):
+    """True only for a speed or position record that ``validate`` accepts (one inline pass)."""
+    get = rec.get
+    vehicle = get("vehicle")
+    if type(vehicle) is not str or not vehicle or "raw" in rec or "device_seq" in rec:
+        return False
+    seq = get("seq")
+    if seq is not None or "agent" in rec:
+        agent = get("agent")
+        if type(agent) is not str or not agent or type(seq) is not int or seq < 1:
             return False
-        odometer = rec.get("odometer_m")
+    kind = get("kind")
+    if kind == "speed":
+        kmh = get("kmh")
+        if not ((type(kmh) is float or type(kmh) is int) and 0 <= kmh <= 400):
+            return False  # NaN fails the comparison too
+        odometer = get("odometer_m")
         if odometer is not None and (type(odometer) is not int or odometer < 0):
             return False
-        ignition = rec.get("ignition")
-        if ignition is not None and type(ignition) is not bool:
-            return False
-        return _common(rec)
+        ignition = get("ignition")
+        return ignition is None or type(ignition) is bool
     if kind == "position":
-        if not rec.keys() <= _POSITION_KEYS:
+        lat = get("lat")
+        lon = get("lon")
+        if not ((type(lat) is float or type(lat) is int) and -90 <= lat <= 90):
             return False
-        if not _number(rec.get("lat"), -90, 90) or not _number(rec.get("lon"), -180, 180):
+        if not ((type(lon) is float or type(lon) is int) and -180 <= lon <= 180):
             return False
-        kmh = rec.get("kmh")
-        if kmh is not None and not _number(kmh, 0, 2000):
+        kmh = get("kmh")
+        if kmh is not None and not ((type(kmh) is float or type(kmh) is int) and 0 <= kmh <= 2000):
             return False
-        course = rec.get("course")
-        if course is not None and not _number(course, 0, 360):
-            return False
-        return _common(rec)
+        course = get("course")
+        return course is None or ((type(course) is float or type(course) is int)
+                                  and 0 <= course <= 360)
     return False
 
 
