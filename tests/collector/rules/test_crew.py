@@ -125,3 +125,12 @@ def test_stops_inside_an_unidentified_episode_keep_counting() -> None:
     (f,) = of(tl.findings(), UNID)
     assert (f["start"], f["end"]) == (tl.ts(0), tl.ts(360 * S))
     assert f["details"]["moving_s"] == 60
+
+
+@pytest.mark.parametrize(("until", "found"), [(HOUR, 0), (HOUR + S, 1)])
+def test_night_follows_historical_daylight_saving(until: int, found: int) -> None:
+    # Bahia kept summer time in 2011–2012: on 01/12/2011 local 18:00 is 20:00 UTC (UTC−2), not
+    # 21:00. A trip moving from 19:00 UTC to 20:00 UTC never moves at night; one second more does.
+    tl = _trip("2011-12-01T19:00:00.000Z", "BA-LONG", [(0, until)], until + MIN)
+    got = of(tl.findings(), TWO)
+    assert len(got) == found
