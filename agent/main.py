@@ -7,6 +7,7 @@ the collector stored. SIGTERM/SIGINT stop the sources, flush the buffer and say 
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -42,10 +43,15 @@ class Agent:
         self.writer = BufferWriter(buf.path, buf.commit_records, buf.commit_interval_ms)
         self.writer.notify(self.wake)
         self.uplink = Uplink(config, self.wake)
-        self.reader = Buffer(buf.path)  # the main thread's own connection, for status
+        # A connection of its own for status and the sources' catch-up queries (under a lock).
+        self.reader = Buffer(buf.path)
+        self._reader_lock = threading.Lock()
         self.notifier = Notifier()
         self.sources: list[Source] = [
-            make_source(device, config.vehicle, self._sink, self.clock, self.stop_event)
+            make_source(
+                device, config.vehicle, self._sink, self.clock, self.stop_event,
+                last_device_seq=functools.partial(self._last_device_seq, device.name),
+            )
             for device in config.devices
         ]
 
@@ -53,6 +59,15 @@ class Agent:
     def agent_id(self) -> str:
         """The buffer's agent id."""
         return self.writer.agent
+
+    def _last_device_seq(self, source: str) -> int | None:
+        with self._reader_lock:
+            return self.reader.last_device_seq(source)
+
+    def backlog(self) -> int:
+        """Records not yet answered by the collector."""
+        with self._reader_lock:
+            return self.reader.pending_count()
 
     def _sink(self, source: str, records: list[Record]) -> None:
         self.writer.put_many(source, records)
@@ -81,7 +96,7 @@ class Agent:
         return (
             f"received={received} captured={self.writer.captured} dupes={self.writer.duplicates} "
             f"sent={up.records_sent} stored={up.stored} rejected={up.rejected} "
-            f"backlog={self.reader.pending_count()} broker={'up' if up.connected else 'down'} {health}"
+            f"backlog={self.backlog()} broker={'up' if up.connected else 'down'} {health}"
         )
 
     def healthy(self) -> bool:
@@ -121,10 +136,11 @@ class Agent:
         # While the broker is there, send what is pending and wait a little for the answers;
         # whatever is left stays in the buffer for the next start.
         if not self.uplink.drain(DRAIN_ON_STOP_S):
-            log.info("stopping with %d records not yet confirmed", self.reader.pending_count())
+            log.info("stopping with %d records not yet confirmed", self.backlog())
         self.uplink.stop()
         log.info("stopped: %s", self.status_line())
-        self.reader.close()
+        with self._reader_lock:
+            self.reader.close()
 
 
 def run(config: AgentConfig) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from agent.config import DeviceConfig
 from agent.sources.base import Sink, Source
@@ -10,13 +11,22 @@ from agent.timekeeper import TimeKeeper
 
 
 def make_source(
-    config: DeviceConfig, vehicle: str, sink: Sink, clock: TimeKeeper, stop: threading.Event
+    config: DeviceConfig,
+    vehicle: str,
+    sink: Sink,
+    clock: TimeKeeper,
+    stop: threading.Event,
+    last_device_seq: Callable[[], int | None] | None = None,
 ) -> Source:
-    """The source for a configured device (registrador, nmea or apc)."""
+    """The source for a configured device (registrador, nmea or apc).
+
+    ``last_device_seq`` tells the registrador's source the last frame number captured from it
+    (from the buffer), where its catch-up starts.
+    """
     if config.protocol == "registrador":
         from agent.sources.registrador import RegistradorSource
 
-        return RegistradorSource(config, vehicle, sink, clock, stop)
+        return RegistradorSource(config, vehicle, sink, clock, stop, last_device_seq)
     if config.protocol == "nmea":
         from agent.sources.gps import GpsSource
 

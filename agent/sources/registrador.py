@@ -1,15 +1,149 @@
-"""The registrador (tachograph): a stream source whose records carry the device's clock.
+"""The registrador (tachograph): a stream source whose records carry the device's clock, with
+catch-up by history request.
 
-Its frames carry ``device_seq``; the buffer deduplicates on it, so frames fetched again by a
-history request (the catch-up of the next issue) and frames received live are one record.
+Its frames carry ``device_seq`` (+1 per frame, never reset: firmware-notes/registrador.md §4).
+Gaps in the numbers are frames the agent missed — it was down, the cable was out, noise broke a
+frame — and the registrador keeps them in its memory: the source asks for them with history
+requests (``50``) and decodes the answers (``51``) like live frames, with their original device
+times. The buffer skips a frame it already holds (live and downloaded), so asking too much is
+harmless. Where to start comes from the buffer (the last frame captured from this source), so the
+catch-up also covers the time the agent itself was not running.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import serial
+
+from agent.config import DeviceConfig
+from agent.sources.base import Sink
 from agent.sources.stream import StreamSource
+from agent.timekeeper import TimeKeeper
+from protocols.records import Record
+from protocols.registrador import RegistradorDecoder, encode_history_request
+
+log = logging.getLogger(__name__)
+
+#: Frames asked per history request (an hour at 1 Hz takes ~24 s of the line at 115200 baud).
+CHUNK_FRAMES = 1000
+#: On a buffer that holds no frame of this registrador yet (a new Pi), how far back to fetch.
+FIRST_START_FRAMES = 3600
+#: Bytes of one history record of a status frame (firmware-notes/registrador.md §5).
+HISTORY_RECORD_BYTES = 77
+#: Tries per request before a range is given up (the registrador ignores a request with a bad CRC).
+TRIES = 3
+
+
+@dataclass
+class _Request:
+    request_id: int
+    first: int
+    last: int
+    sent_at: float
+    timeout_s: float
+    tries: int
 
 
 class RegistradorSource(StreamSource):
-    """Reads the registrador's frames; its time stamps every clockless record (time keeper)."""
+    """Reads the registrador's frames and downloads the ones it missed."""
 
     clocked = True
+
+    def __init__(
+        self,
+        config: DeviceConfig,
+        vehicle: str,
+        sink: Sink,
+        clock: TimeKeeper,
+        stop: threading.Event,
+        last_device_seq: Callable[[], int | None] | None = None,
+    ) -> None:
+        super().__init__(config, vehicle, sink, clock, stop)
+        self.reg_decoder = RegistradorDecoder(vehicle)
+        self.decoder = self.reg_decoder
+        self.last_device_seq = last_device_seq or (lambda: None)
+        self._port: serial.Serial | None = None
+        self._expect: int | None = None
+        self._wanted: deque[tuple[int, int, int]] = deque()  # (first, last, tries so far)
+        self._request: _Request | None = None
+        self._next_id = 1
+        self.frames_requested = 0
+        self.frames_gone = 0
+
+    def session(self, port: serial.Serial) -> None:
+        """Read (and catch up) until silent, hung up or stopped."""
+        self._port = port
+        last = self.last_device_seq()
+        self._expect = None if last is None else last + 1
+        self._request = None  # an answer to a request on the old line will not come
+        try:
+            super().session(port)
+        finally:
+            self._port = None
+
+    def deliver(self, records: list[Record]) -> None:
+        """Hand records on, and queue history requests for the gaps they reveal."""
+        super().deliver(records)
+        seqs = sorted({r["device_seq"] for r in records if r.get("device_seq") is not None})
+        if seqs:
+            self._note(seqs)
+        self.idle()
+
+    def _note(self, seqs: list[int]) -> None:
+        if self._expect is None:
+            # A new buffer: fetch what the registrador still holds of the last hour.
+            self._expect = max(1, seqs[0] - FIRST_START_FRAMES)  # frames are numbered from 1
+        prev = self._expect - 1
+        for seq in seqs:
+            if seq < self._expect:
+                continue  # a frame downloaded by history, or one seen before
+            if seq > prev + 1:
+                self._want(prev + 1, seq - 1)
+            prev = seq
+        self._expect = max(self._expect, prev + 1)
+
+    def _want(self, first: int, last: int) -> None:
+        log.info("%s: frames %d-%d missed; asking the registrador", self.name, first, last)
+        for start in range(first, last + 1, CHUNK_FRAMES):
+            self._wanted.append((start, min(last, start + CHUNK_FRAMES - 1), 0))
+
+    def idle(self) -> None:
+        """Check the request in flight and send the next one (called after every read)."""
+        port = self._port
+        if port is None:
+            return
+        req = self._request
+        if req is not None:
+            ends = self.reg_decoder.history_ends
+            done = next((e for e in ends if e.request_id == req.request_id), None)
+            ends.clear()
+            if done is not None:
+                if done.oldest > req.first:
+                    gone = min(done.oldest, req.last + 1) - req.first
+                    self.frames_gone += gone
+                    log.warning(
+                        "%s: frames %d-%d are no longer in the registrador's memory",
+                        self.name, req.first, req.first + gone - 1,
+                    )
+                self._request = None
+            elif time.monotonic() - req.sent_at > req.timeout_s:
+                if req.tries < TRIES:
+                    self._wanted.appendleft((req.first, req.last, req.tries))
+                else:
+                    log.warning("%s: no answer for frames %d-%d", self.name, req.first, req.last)
+                self._request = None
+        if self._request is None and self._wanted:
+            first, last, tries = self._wanted.popleft()
+            request_id = self._next_id
+            self._next_id = (self._next_id % 0xFFFF_FFFF) + 1
+            port.write(encode_history_request(first, last, request_id))
+            count = last - first + 1
+            line_s = count * HISTORY_RECORD_BYTES * 10 / self.config.baudrate
+            self._request = _Request(request_id, first, last, time.monotonic(), 5.0 + 2 * line_s, tries + 1)
+            self.frames_requested += count

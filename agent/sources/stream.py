@@ -12,6 +12,9 @@ from agent.sources.base import Source
 class StreamSource(Source):
     """Reads whatever the device sends and decodes it; silence past ``silent_after_s`` reopens."""
 
+    def idle(self) -> None:
+        """Called when a read times out (no byte for a moment): a hook for requests to the device."""
+
     def session(self, port: serial.Serial) -> None:
         """Read until silent, hung up or stopped."""
         self.last_data_mono = None
@@ -22,6 +25,7 @@ class StreamSource(Source):
                 self.data_arrived()
                 self.deliver(self.decoder.feed(data))
                 continue
+            self.idle()
             since = self.last_data_mono if self.last_data_mono is not None else opened
             if time.monotonic() - since >= self.config.silent_after_s:
                 return
