@@ -1,0 +1,408 @@
+"""``frota demo``: the main job on embedded defaults, end to end, with live counts and the findings.
+
+A private Mosquitto on a free loopback port, ``frota collector run`` storing into SQLite, a
+scenario played on the registrador, GPS and door counters (three pseudo-terminals, in a thread
+of this process: :func:`simulators.scenario.play.play`), and ``frota agent run`` reading those
+ttys. Everything it writes (configurations, databases, logs) is in the work directory.
+
+The end of a trip is handled so that nothing is lost and nothing spurious is recorded: after the
+scenario's last second the player holds the lines open while the demo waits for the agent's
+buffer to stop growing and its backlog to reach zero, then stops the agent, and only then closes
+the lines (an agent still reading would report its devices ``disconnected``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import logging
+import shutil
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from frota.demo import report, services, watch
+from frota.demo.services import Child
+from frota.errors import UserError
+
+#: The default time scale plays the whole scenario in about this many real seconds.
+TARGET_PLAY_S = 60.0
+#: A file in the work directory saying the demo made it (so it may be cleaned).
+MARKER = ".frota-demo"
+DEVICES = ("registrador", "gps", "apc")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``frota demo``."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "demo",
+        help="the main job end to end: simulated bus → agent → MQTT → collector → findings",
+        description="Start a private Mosquitto, the collector (SQLite) and the agent as real "
+        "processes, play a whole-trip scenario on the simulated registrador, GPS and door "
+        "counters (pseudo-terminals), show live counts, then the trip's summary and findings "
+        "and where to look. Everything goes into the work directory.",
+    )
+    parser.add_argument("--scenario", default="sp-clean", metavar="NAME|PATH",
+                        help="a shipped scenario (see 'frota sim scenario list') or a scenario "
+                        "file (default sp-clean)")
+    parser.add_argument("--time-scale", type=float, metavar="X",
+                        help="scenario seconds per real second (default: the whole scenario "
+                        f"in about {TARGET_PLAY_S:.0f} s)")
+    parser.add_argument("--workdir", default="var/demo", metavar="DIR",
+                        help="where the configurations, databases and logs go (default "
+                        "./var/demo); emptied at the start unless --keep")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep what the work directory holds (the agent's buffer and the "
+                        "collector's database grow across runs)")
+    parser.set_defaults(func=run)
+
+
+def _scenario(name: str) -> tuple[Any, Any]:
+    """The scenario and its timeline, or a UserError."""
+    from simulators.scenario import find, load
+    from simulators.scenario.model import ScenarioError
+    from simulators.scenario.timeline import build
+
+    path = find(name)
+    if not path.exists():
+        raise UserError(f"--scenario {name}: no such file, and no shipped scenario of that name "
+                        "(see 'frota sim scenario list')")
+    try:
+        sc = load(path)
+        return sc, build(sc)
+    except ScenarioError as err:
+        raise UserError(f"{path.name}: {err}") from err
+
+
+def _prepare(workdir: Path, keep: bool) -> None:
+    """Create the work directory; empty it (only if the demo made it) unless ``keep``."""
+    if workdir.exists() and not workdir.is_dir():
+        raise UserError(f"--workdir {workdir} is not a directory")
+    if workdir.exists() and not keep and any(workdir.iterdir()):
+        if not (workdir / MARKER).exists():
+            raise UserError(f"--workdir {workdir} holds files the demo did not make; "
+                            "give an empty or new directory")
+        for entry in workdir.iterdir():
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    (workdir / "ttys").mkdir(parents=True, exist_ok=True)
+    (workdir / MARKER).write_text("made by frota demo; emptied by its next run\n")
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the current directory when it is inside it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+@dataclass
+class Player:
+    """The scenario player's thread and the events that pace it against the demo."""
+
+    sc: Any
+    last_second: int
+    time_scale: float
+    links: Path
+    ready: threading.Event = field(default_factory=threading.Event)
+    go: threading.Event = field(default_factory=threading.Event)
+    played: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    stop: threading.Event = field(default_factory=threading.Event)
+    second: int = 0
+    error: Exception | None = None
+    thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start playing in a thread (it waits for ``go`` once the lines are open)."""
+        self.thread = threading.Thread(target=self._run, name="scenario", daemon=True)
+        self.thread.start()
+
+    def alive(self) -> bool:
+        """True while the player thread runs."""
+        return self.thread is not None and self.thread.is_alive()
+
+    def _run(self) -> None:
+        from simulators.scenario.play import play
+
+        try:
+            play(self.sc, time_scale=self.time_scale, links=self.links,
+                 announce=io.StringIO(), lead_in_s=0.5, tail_s=0.2, on_ready=self._on_ready,
+                 on_second=self._on_second, should_stop=self.stop.is_set)
+        except Exception as err:  # noqa: BLE001 - handed to the main thread, which reports it
+            self.error = err
+        finally:
+            self.ready.set()
+            self.played.set()
+
+    def _on_ready(self, paths: dict[str, str]) -> None:
+        self.ready.set()
+        while not (self.go.is_set() or self.stop.is_set()):
+            self.go.wait(0.1)
+
+    def _on_second(self, t: int) -> None:
+        self.second = t
+        if t >= self.last_second:
+            self.played.set()
+            while not (self.release.is_set() or self.stop.is_set()):
+                self.release.wait(0.1)
+
+    def join(self) -> None:
+        """End the play (if still running) and wait for the thread."""
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the demo like Ctrl-C does (cleanly, children stopped)."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+class Display:
+    """Live counts: one refreshed line on a terminal, else a line every two seconds."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self.every = 0.5 if self.tty else 2.0
+        self.last = 0.0
+        self.open_line = False
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        """Show ``text`` if it is time to (or ``force``)."""
+        now = time.monotonic()
+        if not force and now - self.last < self.every:
+            return
+        self.last = now
+        if self.tty:
+            sys.stdout.write("\r" + text + "\x1b[K")
+            self.open_line = True
+        else:
+            sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def done(self) -> None:
+        """End the refreshed line."""
+        if self.open_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.open_line = False
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the demo; 0 when every record arrived, 130 when interrupted."""
+    broker_binary = services.mosquitto_binary()
+    sc, tl = _scenario(args.scenario)
+    if args.time_scale is not None and args.time_scale <= 0:
+        raise UserError(f"--time-scale must be > 0, not {args.time_scale}")
+    scale = args.time_scale or max(1.0, tl.duration_s / TARGET_PLAY_S)
+    workdir = Path(args.workdir).resolve()
+    _prepare(workdir, args.keep)
+    # The player's lines are announced by the demo itself: its INFO logs would break the display.
+    player_log = logging.getLogger("simulators")
+    player_log.setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
+    return Demo(sc, tl, scale, workdir, broker_binary).run()
+
+
+class Demo:
+    """One run of the demo: the processes, the player and what is printed."""
+
+    def __init__(self, sc: Any, tl: Any, scale: float, workdir: Path, broker: str) -> None:
+        self.sc, self.tl, self.scale, self.workdir = sc, tl, scale, workdir
+        self.ttys = {name: workdir / "ttys" / name for name in DEVICES}
+        self.buffer = workdir / "buffer.sqlite"
+        self.database = workdir / "collector.db"
+        self.registry = workdir / "fleet.json"
+        self.broker_port = services.free_port()
+        self.http_port = services.free_port()
+        self.mosquitto_conf = workdir / "mosquitto.conf"
+        self.collector_conf = workdir / "collector.toml"
+        self.agent_conf = workdir / "agent.toml"
+        self.mosquitto = Child("broker (mosquitto)", [broker, "-c", str(self.mosquitto_conf)],
+                               workdir / "mosquitto.log")
+        self.collector = Child("collector", services.frota_argv(
+            "collector", "run", "--config", str(self.collector_conf)), workdir / "collector.log")
+        self.agent = Child("agent", services.frota_argv(
+            "agent", "run", "--config", str(self.agent_conf)), workdir / "agent.log")
+        self.player = Player(sc, tl.duration_s, scale, workdir / "ttys")
+        self.display = Display()
+
+    def write_configs(self) -> None:
+        """The registry, the broker's, the collector's and the agent's configurations."""
+        shutil.copyfile(self.sc.registry_path, self.registry)
+        services.write_mosquitto_conf(self.mosquitto_conf, self.broker_port)
+        services.write_collector_conf(self.collector_conf, self.broker_port, self.http_port)
+        services.write_agent_conf(self.agent_conf, self.sc.vehicle, self.broker_port,
+                                  self.ttys, self.sc.doors)
+
+    def counts(self) -> watch.Counts:
+        """The live counts now."""
+        return watch.look(self.buffer, self.database)
+
+    def progress(self) -> str:
+        """The live line: how far the trip is, and the counts."""
+        pct = 100.0 * self.player.second / max(1, self.tl.duration_s)
+        return f"trip {pct:3.0f}% │ {self.counts().line()}"
+
+    def check_children(self) -> None:
+        """A UserError if a child or the player died."""
+        for child in (self.mosquitto, self.collector, self.agent):
+            child.check()
+        if self.player.error is not None:
+            raise UserError(f"the scenario player failed: {self.player.error}")
+
+    def run(self) -> int:
+        """Start, play, drain, report, stop."""
+        sc, tl = self.sc, self.tl
+        print(f"frota demo: scenario {sc.name} — {sc.description}")
+        print(f"  {tl.duration_s / 3600:.1f} h of trip at {self.scale:,.0f}× "
+              f"(about {tl.duration_s / self.scale:,.0f} s); work directory "
+              f"{_shown(self.workdir)}", flush=True)
+        self.write_configs()
+        with _signals_interrupt():
+            try:
+                self.start()
+                ok = self.play_and_drain()
+                self.finish(ok)
+                return 0 if ok else 1
+            except KeyboardInterrupt:
+                self.display.done()
+                print("frota demo: interrupted; stopping the agent, the collector and the broker",
+                      file=sys.stderr, flush=True)
+                return 130
+            finally:
+                self.display.done()
+                self.stop_all()
+
+    def start(self) -> None:
+        """Broker, collector, player (lines open), agent (listening on the lines)."""
+        self.mosquitto.start()
+        services.wait_port(self.broker_port, self.mosquitto)
+        print(f"  broker      mosquitto on 127.0.0.1:{self.broker_port} (pid {self.mosquitto.pid})")
+        self.collector.start()
+        services.wait_healthy(self.http_port, self.collector)
+        print(f"  collector   pid {self.collector.pid}, database {_shown(self.database)}, "
+              f"http://127.0.0.1:{self.http_port}/health")
+        self.player.start()
+        while not self.player.ready.wait(0.1):
+            self.check_children()
+        self.check_children()
+        self.agent.start()
+        services.wait_open(self.agent, [str(p) for p in self.ttys.values()])
+        print(f"  agent       pid {self.agent.pid}, buffer {_shown(self.buffer)}, reading "
+              + ", ".join(f"{n} {_shown(p)}" for n, p in self.ttys.items()), flush=True)
+        self.player.go.set()
+
+    def play_and_drain(self) -> bool:
+        """Show counts while the trip plays; then wait until the agent has nothing left."""
+        while not self.player.played.wait(0.1):
+            self.check_children()
+            self.display.show(self.progress())
+        self.check_children()
+        # The last second is played; the lines stay open. Wait until the agent's buffer stops
+        # growing and the collector has answered every record in it.
+        stable_since, last = time.monotonic(), -1
+        deadline = time.monotonic() + 120.0
+        while time.monotonic() < deadline:
+            self.check_children()
+            now = self.counts()
+            if now.captured != last:
+                stable_since, last = time.monotonic(), now.captured
+            self.display.show(f"trip 100% │ {now.line()}")
+            if now.backlog == 0 and now.captured > 0 and time.monotonic() - stable_since >= 1.0:
+                break
+            time.sleep(0.1)
+        status = self.agent.stop()          # it records its own "stopping" and sends it
+        self.player.release.set()
+        self.player.join()
+        final = self.counts()
+        self.display.show(f"trip 100% │ {final.line()}", force=True)
+        self.display.done()
+        if status != 0:
+            print(f"frota demo: the agent exited with status {status}; see "
+                  f"{_shown(self.agent.log)}", file=sys.stderr)
+        if final.backlog:
+            print(f"frota demo: {final.backlog} records are still in the agent's buffer, not "
+                  "confirmed by the collector", file=sys.stderr)
+        return status == 0 and final.backlog == 0 and final.captured > 0
+
+    def wait_live_findings(self, timeout: float = 15.0) -> tuple[list[dict[str, Any]], int | None]:
+        """The collector's live findings once it has evaluated everything stored."""
+        from collector.findings import now_ms
+
+        since = now_ms()
+        deadline = time.monotonic() + timeout
+        found, as_of = report.live_findings(self.database)
+        while (as_of is None or as_of < since) and time.monotonic() < deadline:
+            self.collector.check()
+            time.sleep(0.2)
+            found, as_of = report.live_findings(self.database)
+        return found, as_of
+
+    def finish(self, ok: bool) -> None:
+        """Stop the collector and the broker; print the summary, the findings, where to look."""
+        from protocols.records import ms_to_ts
+        from simulators.scenario.expect import problems
+
+        live, live_as_of = self.wait_live_findings()
+        self.collector.stop()
+        self.mosquitto.stop()
+        summary = report.summarize(self.database, self.sc.vehicle)
+        print()
+        print("\n".join(report.summary_lines(summary)))
+        if summary.last_ms is not None:
+            found = report.trip_findings(self.database, self.registry, summary.last_ms)
+            print()
+            print("\n".join(report.findings_lines(found, summary.last_ms,
+                                                  problems(self.sc.expect, found))))
+        if live_as_of is not None:
+            print(f"  the collector's live findings, judged at its own clock "
+                  f"({ms_to_ts(live_as_of)}, so deadlines and monthly statistics of this "
+                  f"trip's dates are due): {len(live)}")
+        self.where_to_look(summary)
+
+    def where_to_look(self, summary: report.Summary) -> None:
+        """Where the database and the configurations are, and the commands to look at them."""
+        from collector.findings import now_ms
+        from protocols.records import ms_to_ts
+
+        db, reg = _shown(self.database), _shown(self.registry)
+        since = ms_to_ts(summary.first_ms) if summary.first_ms is not None else "2000-01-01T00:00:00Z"
+        until = ms_to_ts(summary.last_ms) if summary.last_ms is not None else ms_to_ts(now_ms())
+        records = f"frota collector records --db {db} --vehicle {self.sc.vehicle} --since {since}"
+        print()
+        print(f"Where to look (everything is in {_shown(self.workdir)}; processes stopped):")
+        print(f"  database        {db} (SQLite: tables records, rejects, findings)")
+        print(f"  configurations  {_shown(self.collector_conf)}, {_shown(self.agent_conf)}, "
+              f"{reg} (fleet registry), {_shown(self.mosquitto_conf)}")
+        print(f"  agent buffer    {_shown(self.buffer)}; logs {_shown(self.workdir)}/*.log")
+        print(f"  the records     {records}")
+        print(f"  the rules       {records} | frota check --registry {reg} --as-of {until}")
+        print(f"  live findings   frota collector findings --db {db}")
+
+    def stop_all(self) -> None:
+        """Stop whatever still runs: agent first, then the player, collector and broker."""
+        self.agent.stop()
+        self.player.join()
+        self.collector.stop()
+        self.mosquitto.stop()

@@ -1,0 +1,65 @@
+"""Live counts of the demo, read from the agent's buffer and the collector's database.
+
+Both are SQLite files in WAL mode; each look opens a read-only connection (``mode=ro``), so it
+never takes a write lock from the agent or the collector. A file not created yet, or a table not
+migrated yet, counts as zero.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+
+def query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Rows of a read query on a SQLite file, read-only; [] when the file or table is missing."""
+    if not path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    except sqlite3.Error:
+        return []
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, int | float) else 0
+
+
+@dataclass(frozen=True)
+class Counts:
+    """One look at both ends of the path."""
+
+    captured: int = 0       # records the agent decoded and committed to its buffer (its last seq)
+    acknowledged: int = 0   # records the collector answered (stored or rejected)
+    backlog: int = 0        # records in the buffer waiting for the collector's answer
+    stored: int = 0         # records in the collector's database
+    rejected: int = 0       # batches the collector kept in ``rejects``
+
+    def line(self) -> str:
+        """The one-line display."""
+        return (f"agent captured {self.captured:>7,} · acknowledged {self.acknowledged:>7,} · "
+                f"backlog {self.backlog:>5,} │ collector stored {self.stored:>7,} · "
+                f"rejects {self.rejected}")
+
+
+def look(buffer: Path, database: Path) -> Counts:
+    """The counts now."""
+    states = {_int(state): _int(n) for state, n in
+              query(buffer, "SELECT state, COUNT(*) FROM records GROUP BY state")}
+    last = query(buffer, "SELECT COALESCE(MAX(seq), 0) FROM records")
+    stored = query(database, "SELECT COUNT(*) FROM records")
+    rejects = query(database, "SELECT COUNT(*) FROM rejects")
+    return Counts(
+        captured=_int(last[0][0]) if last else 0,
+        acknowledged=states.get(1, 0) + states.get(2, 0),
+        backlog=states.get(0, 0),
+        stored=_int(stored[0][0]) if stored else 0,
+        rejected=_int(rejects[0][0]) if rejects else 0,
+    )
