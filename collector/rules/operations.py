@@ -31,6 +31,10 @@ from protocols.records import Record, RecordError, ms_to_ts
 if TYPE_CHECKING:
     from collector.rules.engine import Engine
 
+#: The rules this module evaluates, in law.md's order.
+RULES = (trips.INTERRUPTION, "trip.assistance_due", "trip.report_due", "trip.accident_data",
+         trips.PRESENCE, trips.LATE, trips.STANDING, trips.OVERLOAD, trips.UNAPPROVED,
+         equipment.DOORS, "occupancy.index", equipment.REGISTRADOR)
 FORCE_MAJEURE = ("force_majeure", "road_blocked")
 ACCIDENTS = ("accident", "accident_victims")
 HOUR = 3_600_000

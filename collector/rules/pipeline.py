@@ -9,8 +9,8 @@ A handler says what it listens to and keeps its state where the engine gives it 
 - driver rules (``DRIVER_RULES``): ``on_segment`` for each interval of one effective activity of
   a driver, across vehicles.
 
-Part 2 (trips, interruptions, schedules, occupancy, stops, equipment) adds handlers to these
-lists and, where it needs other record kinds, an ``on_record`` hook per kind.
+Part 2 (trips, interruptions, schedules, occupancy, stops, equipment) lives in
+``collector/rules/operations.py``: the engine calls its hooks (``operations.RULES`` lists its rules).
 """
 
 from __future__ import annotations
