@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 
 STATUS_SUBSCRIPTION: Final = f"{TOPIC_ROOT}/+/status"
 #: Batches read but not yet committed: bounds memory, and paho's thread waits when it is full.
-QUEUE_DEPTH: Final = 8
+QUEUE_DEPTH: Final = 16
+#: At most this many queued batches are committed in one transaction (a group commit).
+GROUP: Final = 8
 
 
 def now_ms() -> int:
@@ -130,7 +132,14 @@ class Ingest:
 
     def _commit(self, prepared: Prepared) -> tuple[str, Ack] | None:
         """Store what ``prepared`` holds in one transaction, then count it; the ack to publish."""
-        new = self.store.put(prepared.rows, prepared.rejects, prepared.state_rows)
+        return self._commit_many([prepared])[0]
+
+    def _commit_many(self, group: list[Prepared]) -> list[tuple[str, Ack] | None]:
+        """Store several prepared batches in ONE transaction; their acks, in order."""
+        counts = self.store.put_many([(p.rows, p.rejects, p.state_rows) for p in group])
+        return [self._count(p, new) for p, new in zip(group, counts, strict=True)]
+
+    def _count(self, prepared: Prepared, new: int) -> tuple[str, Ack] | None:
         vehicle = prepared.vehicle
         with self.state.lock:
             self.state.rejects_total += len(prepared.rejects)
@@ -264,24 +273,43 @@ class Ingest:
         self._queue.put((msg.topic, work, msg.mid, msg.qos))
 
     def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            topic, work, mid, qos = item
-            client = self.client
+        stopping = False
+        while not stopping:
+            items = [self._queue.get()]
+            while len(items) < GROUP and not self._queue.empty():
+                items.append(self._queue.get_nowait())
+            if None in items:  # close(): what came after the sentinel is not PUBACKed
+                stopping = True
+                items = items[: items.index(None)]
             try:
-                if isinstance(work, bytes):
-                    self.handle_status(topic, work)
-                elif work is not None:
-                    answer = self._commit(work)
-                    if answer is not None and client is not None:
-                        vehicle, ack = answer
-                        client.publish(ack_topic(vehicle), encode_ack(ack), qos=1)
-                        with self.state.lock:
-                            self.state.vehicle(vehicle).acks += 1
+                self._answer([item for item in items if item is not None])
+            except Exception:  # the worker must outlive any bug, or ingest stops for everyone
+                log.exception("unexpected error while answering %d message(s)", len(items))
+
+    def _answer(self, items: list[tuple[str, Prepared | bytes | None, int, int]]) -> None:
+        """Commit the batches among ``items`` together, then answer and PUBACK each in order."""
+        client = self.client
+        batches = [work for _, work, _, _ in items if isinstance(work, Prepared)]
+        answers: list[tuple[str, Ack] | None] | None = None
+        if batches:
+            try:
+                answers = self._commit_many(batches)
             except StoreError as err:
-                # Nothing committed, nothing acknowledged: the agent sends the batch again.
-                log.error("%s: not stored: %s", topic, err)
+                # Nothing committed, nothing acknowledged: the agents send the batches again.
+                log.error("%d batch(es) not stored: %s", len(batches), err)
             except Exception:  # a bug must not stop the ingest of every other vehicle
-                log.exception("%s: unexpected error; the batch is not acknowledged", topic)
+                log.exception("%d batch(es) not stored: unexpected error", len(batches))
+        pending = iter(answers or [])
+        for topic, work, mid, qos in items:
+            if isinstance(work, bytes):
+                self.handle_status(topic, work)
+            elif isinstance(work, Prepared) and answers is not None:
+                answer = next(pending)
+                if answer is not None and client is not None:
+                    vehicle, ack = answer
+                    client.publish(ack_topic(vehicle), encode_ack(ack), qos=1)
+                    with self.state.lock:
+                        self.state.vehicle(vehicle).acks += 1
             if client is not None:
                 client.ack(mid, qos)
 

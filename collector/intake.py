@@ -27,6 +27,8 @@ from protocols.uplink import (
     vehicle_of_topic,
 )
 
+#: Integers beyond this do not fit a database BIGINT: such a record is rejected, not retried.
+MAX_INT: Final = (1 << 63) - 1
 #: Oversized payloads up to this size are still read to find the agent and seqs to reject.
 PEEK_LIMIT: Final = 4 * MAX_PAYLOAD_BYTES
 
@@ -139,6 +141,8 @@ def prepare(
     for obj in batch.records:
         try:
             rec = check_record(batch, obj)
+            if rec["seq"] > MAX_INT or (rec.get("device_seq") or 0) > MAX_INT:
+                raise PayloadError(f"invalid record: seq or device_seq above {MAX_INT}")
         except PayloadError as err:
             seq = _seq_of(obj)
             reason = str(err)

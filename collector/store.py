@@ -198,13 +198,29 @@ class Store(ABC):
     ) -> int:
         """Store record rows (skipping those already stored), rejects and vehicle state in ONE
         transaction; return how many records were new. Returns only after the commit."""
+        return self.put_many([(rows, rejects, vehicles)])[0]
+
+    def put_many(
+        self,
+        groups: Sequence[
+            tuple[
+                Sequence[tuple[Any, ...]],
+                Sequence[Reject],
+                Sequence[tuple[str, int, int, str | None]],
+            ]
+        ],
+    ) -> list[int]:
+        """:meth:`put` for several batches in ONE transaction (a group commit); how many records
+        of each batch were new. Returns only after the commit."""
+        counts: list[int] = []
         with self._lock, self._transaction() as tx:
-            new = self._executemany(tx, INSERT_RECORD, rows) if rows else 0
-            if rejects:
-                self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
-            if vehicles:
-                self._executemany(tx, self.upsert_vehicle_sql, vehicles)
-            return new
+            for rows, rejects, vehicles in groups:
+                counts.append(self._executemany(tx, INSERT_RECORD, rows) if rows else 0)
+                if rejects:
+                    self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
+                if vehicles:
+                    self._executemany(tx, self.upsert_vehicle_sql, vehicles)
+        return counts
 
     def append(self, vehicle: str, agent: str, rec: Record, received_ms: int) -> Record:
         """Store a record entered at the collector (``agent`` e.g. ``operator``), giving it the

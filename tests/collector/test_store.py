@@ -160,3 +160,11 @@ def test_the_ingest_on_either_backend(store: Store) -> None:
     again = Ingest(store, lambda: frozenset({V1}))
     assert again.state.rejects_total == 1
     assert again.state.vehicles[V1].last_ts_ms == T0 + 3000
+
+
+def test_a_group_commit_counts_each_batch(store: Store) -> None:
+    first = [record_row(speed(V1, "a1", seq), T0) for seq in (1, 2)]
+    second = [record_row(speed(V1, "a1", seq), T0) for seq in (2, 3)]  # 2 is in both
+    reject = Reject(T0, "frota/v1/X/up", "X", None, None, None, "not JSON", b"x")
+    assert store.put_many([(first, [], []), (second, [reject], [(V1, T0, T0, "a1")])]) == [2, 1]
+    assert (store.count(V1), store.reject_count()) == (3, 1)
