@@ -61,6 +61,15 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
         CREATE INDEX records_ts ON records (ts_ms);
         """,
     ),
+    (
+        # The last seq given, kept apart from the records: retention may delete every record,
+        # and the numbering must go on (the collector knows the old numbers).
+        "0002-last-seq",
+        """
+        INSERT OR REPLACE INTO meta (key, value)
+            SELECT 'last_seq', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM records;
+        """,
+    ),
 )
 
 
@@ -203,8 +212,7 @@ class Buffer:
         try:
             self.conn.execute("BEGIN IMMEDIATE")
             try:
-                (last,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()
-                seq = int(last) + 1
+                seq = self._last_seq() + 1
                 frame: tuple[str, int, int] | None = None
                 repeat = False
                 for source, rec in items:
@@ -235,6 +243,10 @@ class Buffer:
                     if cur.rowcount == 1:
                         seqs.append(seq)
                         seq += 1
+                if seqs:
+                    self.conn.execute(
+                        "UPDATE meta SET value = ? WHERE key = 'last_seq'", (str(seqs[-1]),)
+                    )
                 self.conn.execute("COMMIT")
             except BaseException:
                 self.conn.execute("ROLLBACK")
@@ -304,10 +316,35 @@ class Buffer:
             raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err
         return changed
 
+    def _last_seq(self) -> int:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
+        (largest,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()
+        return max(int(row[0]) if row else 0, int(largest))
+
     def last_seq(self) -> int:
-        """The largest seq captured (0 when empty)."""
-        (last,) = self.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()
-        return int(last)
+        """The last seq given (0 before the first record), even if retention deleted it."""
+        return self._last_seq()
+
+    def expire(self, before_ms: int, limit: int = 10_000) -> int:
+        """Delete up to ``limit`` records the collector stored whose ts is before ``before_ms``.
+
+        Only ``stored`` records go: pending and rejected ones are never deleted here.
+        """
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                deleted = self.conn.execute(
+                    "DELETE FROM records WHERE seq IN (SELECT seq FROM records "
+                    "WHERE ts_ms < ? AND state = 1 LIMIT ?)",
+                    (before_ms, limit),
+                ).rowcount
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as err:
+            raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err
+        return int(deleted)
 
     def pending_count(self) -> int:
         """Records not yet answered by the collector (the backlog; cheap: a partial index)."""

@@ -15,6 +15,7 @@ import time
 from types import FrameType
 
 from agent.buffer import Buffer, BufferWriter
+from agent.clockwatch import ClockWatch
 from agent.config import AgentConfig
 from agent.sources import Source, make_source
 from agent.sources.base import agent_record
@@ -27,6 +28,8 @@ log = logging.getLogger("agent")
 
 #: How often the agent logs its counters (seconds).
 STATUS_EVERY_S = 10.0
+#: How often uploaded records past the retention are deleted (seconds).
+EXPIRE_EVERY_S = 3600.0
 #: How long a stopping agent waits for the collector to confirm what is pending (seconds).
 DRAIN_ON_STOP_S = 3.0
 
@@ -47,6 +50,7 @@ class Agent:
         self.reader = Buffer(buf.path)
         self._reader_lock = threading.Lock()
         self.notifier = Notifier()
+        self.clock_watch = ClockWatch()
         self.sources: list[Source] = [
             make_source(
                 device, config.vehicle, self._sink, self.clock, self.stop_event,
@@ -103,16 +107,44 @@ class Agent:
         """True while the threads that must never stop are alive (the watchdog's condition)."""
         return self.writer.alive and self.uplink.alive
 
+    def check_clock(self) -> None:
+        """Record host clock steps, and a host clock far from device time, as ``clock_jump``."""
+        device_ms, synced = self.clock.now_ms()
+        for detail in self.clock_watch.check(device_ms if synced else None):
+            log.warning("%s", detail)
+            self._sink("agent", [self._own("clock_jump", detail)])
+
+    def expire(self) -> int:
+        """Delete records the collector stored that are older than the retention (device time)."""
+        device_ms, synced = self.clock.now_ms()
+        if not synced:
+            return 0  # never judge age by the host clock alone: it may be years off
+        before = device_ms - self.config.buffer.retention_days * 86_400_000
+        deleted = 0
+        with self._reader_lock:
+            while (n := self.reader.expire(before)) > 0:
+                deleted += n
+        if deleted:
+            log.info("retention: %d uploaded records older than %d days deleted", deleted,
+                     self.config.buffer.retention_days)
+        return deleted
+
     def run(self) -> None:
         """Run until SIGTERM/SIGINT (or :meth:`request_stop`), then shut down cleanly."""
         self.start()
         self.notifier.ready()
         tick = min(1.0, self.notifier.watchdog_interval or 1.0)
         last = time.monotonic()
+        last_expiry: float | None = None
         try:
             while not self.stop_event.wait(tick):
                 if self.healthy():
                     self.notifier.watchdog()
+                self.check_clock()
+                due = last_expiry is None or time.monotonic() - last_expiry >= EXPIRE_EVERY_S
+                if due and self.clock.synced:
+                    last_expiry = time.monotonic()
+                    self.expire()
                 if time.monotonic() - last >= STATUS_EVERY_S:
                     last = time.monotonic()
                     line = self.status_line()

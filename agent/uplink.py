@@ -253,6 +253,11 @@ class Uplink:
             except BufferError as err:
                 log.error("uplink: %s", err)
                 time.sleep(1.0)
+            except Exception:
+                # A bug: say so and end the thread; the agent stops pinging the watchdog and
+                # systemd restarts it (nothing is lost: the buffer holds every record).
+                log.exception("uplink: unexpected error; the send loop stops")
+                raise
 
     def _round(self) -> None:
         """Apply acks, start over after a reconnect, resend late batches, fill the window."""

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from agent.buffer import MIGRATIONS, Buffer, BufferWriter
-from protocols.records import make_record
+from protocols.records import make_record, ts_to_ms
 from tests.agent.helpers import VEHICLE, speed
 
 
@@ -132,3 +132,22 @@ def test_writer_never_splits_what_was_handed_over_together(tmp_path: Path) -> No
     writer.stop()
     assert writer.commits == 1
     assert writer.captured == 150
+
+
+def test_retention_deletes_only_old_uploaded_records_and_seq_goes_on(tmp_path: Path) -> None:
+    buf = Buffer(tmp_path / "b.sqlite")
+    buf.add([("reg", speed(n)) for n in range(10)])  # ts = T0 + n seconds
+    buf.mark([(1, 6)], [(7, 7, "bad")])  # 1-6 stored, 7 rejected, 8-10 pending
+    cutoff = ts_to_ms(speed(8)["ts"])  # records 1..8 (n = 0..7) are older than this
+    assert buf.expire(cutoff, limit=4) == 4  # in chunks
+    assert buf.expire(cutoff) == 2
+    assert buf.expire(cutoff) == 0
+    left = [s for (s,) in buf.conn.execute("SELECT seq FROM records ORDER BY seq")]
+    assert left == [7, 8, 9, 10]  # the rejected one and the pending ones stay
+    buf.mark([(8, 10)], [])
+    assert buf.expire(ts_to_ms(speed(100)["ts"])) == 3
+    buf.close()
+    buf = Buffer(tmp_path / "b.sqlite")
+    assert buf.last_seq() == 10
+    assert buf.add([("reg", speed(11))]) == [11]  # never reused, even with the newest gone
+    buf.close()
