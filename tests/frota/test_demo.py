@@ -1,0 +1,145 @@
+"""``frota demo`` as a real process: a private broker, the collector, the agent and a scenario on
+three ptys. It says what it stored and the findings, the database holds those records, and no
+child process outlives it (also when interrupted with Ctrl-C).
+
+Expected values come from the scenario file (simulators/scenario/data/sp-breakdown.toml): 41
+board at Barra Funda and 18 + 23 = 41 get off at Sorocaba; its [expect] table and the law
+(law.md: São Paulo allows 120 minutes, the breakdown lasts 130) want ``trip.interruption`` as an
+infraction. sp-clean is interrupted before its end.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from frota.cli import main
+from tests.services import PROJECT, mosquitto_binary, require
+
+pytestmark = [pytest.mark.mosquitto, pytest.mark.pty, pytest.mark.slow]
+
+
+def processes_mentioning(text: str, but: int = 0) -> list[str]:
+    """Command lines of live processes (but ``but``) whose arguments contain ``text`` (the
+    demo's children all name a file in the work directory)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or proc.name == str(but):
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text in cmdline and state != "Z":
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+@contextmanager
+def demo(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """``frota demo`` running in ``tmp_path`` with its output in ``tmp_path/out.txt``; stopped
+    like Ctrl-C stops it if the test ends first."""
+    with (tmp_path / "out.txt").open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "frota", "demo", *args], cwd=tmp_path, stdout=out,
+            stderr=subprocess.STDOUT, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT)},
+        )
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_demo_plays_a_trip_end_to_end(tmp_path: Path) -> None:
+    require(mosquitto_binary() is not None, "mosquitto is not installed")
+    with demo(tmp_path, "--scenario", "sp-breakdown", "--time-scale", "5000") as proc:
+        assert proc.wait(timeout=150) == 0, (tmp_path / "out.txt").read_text()
+    out = (tmp_path / "out.txt").read_text()
+    work = tmp_path / "var" / "demo"
+
+    # What it stored, as the database holds it.
+    stored = re.search(r"Stored for FRT2B02: ([\d,]+) records", out)
+    assert stored, out
+    total = int(stored.group(1).replace(",", ""))
+    db = sqlite3.connect(work / "collector.db")
+    kinds = dict(db.execute("SELECT kind, COUNT(*) FROM records GROUP BY kind").fetchall())
+    assert sum(kinds.values()) == total
+    assert kinds["trip"] == 2
+    assert kinds["incident"] == 1
+    assert kinds["speed"] > 10_000
+    assert kinds["position"] > 10_000
+    assert db.execute("SELECT COUNT(*) FROM rejects").fetchone() == (0,)
+    assert "passengers 41 boarded, 41 alighted" in out
+    # Every record the agent captured was confirmed, and the collector has each once.
+    buf = sqlite3.connect(work / "buffer.sqlite")
+    assert buf.execute("SELECT COUNT(*), MAX(seq) FROM records WHERE state = 1").fetchone() == (
+        total, total)
+    assert buf.execute("SELECT COUNT(*) FROM records WHERE state != 1").fetchone() == (0,)
+
+    # The findings: the 130-minute breakdown is an infraction, as the scenario expects.
+    assert re.search(r"infraction +trip\.interruption +FRT2B02", out), out
+    assert "as the scenario expects" in out
+    # Where to look.
+    assert "var/demo/collector.db" in out
+    assert "var/demo/agent.toml" in out
+    assert "frota collector records --db var/demo/collector.db --vehicle FRT2B02" in out
+    assert (work / "collector.toml").is_file()
+    assert (work / "fleet.json").is_file()
+    assert processes_mentioning(str(work)) == []
+
+
+def test_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    require(mosquitto_binary() is not None, "mosquitto is not installed")
+    work = tmp_path / "w"
+    with demo(tmp_path, "--time-scale", "100", "--workdir", str(work)) as proc:
+        deadline = time.monotonic() + 60
+        while "agent       pid" not in (tmp_path / "out.txt").read_text():  # all three up
+            assert proc.poll() is None, (tmp_path / "out.txt").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "out.txt").read_text()
+            time.sleep(0.1)
+        assert len(processes_mentioning(str(work), but=proc.pid)) == 3  # broker, collector, agent
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    assert "interrupted" in (tmp_path / "out.txt").read_text()
+    assert processes_mentioning(str(work)) == []
+
+
+def test_a_directory_it_did_not_make_is_left_alone(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    require(mosquitto_binary() is not None, "mosquitto is not installed")
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["demo", "--workdir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "did not make" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_missing_mosquitto_is_one_line_saying_to_install_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # The lookup's two places (PATH, /usr/sbin) made empty: no broker can be found.
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    assert main(["demo", "--workdir", str(tmp_path / "w")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "mosquitto not found: install it" in err
+    assert not (tmp_path / "w").exists()
