@@ -78,13 +78,13 @@ class Bus:
 @pytest.fixture
 def bus(tmp_path: Path, mosquitto: Mosquitto) -> Iterator[Bus]:
     """Simulators talking, a collector running, an agent running."""
-    (tmp_path / "collector").mkdir()
-    collector = CollectorProcess(tmp_path / "collector", mosquitto.url)
-    collector.start()
     reg = Simulator(tmp_path, "registrador", "--baud", "0")
     gps = Simulator(tmp_path, "gps", "--baud", "0")
     apc = Simulator(tmp_path, "apc", "--baud", "0", "--stop-every", "20", "--dwell", "6")
     sims = [reg, gps, apc]
+    (tmp_path / "collector").mkdir()
+    collector = CollectorProcess(tmp_path / "collector", mosquitto.url)
+    collector.start()  # while the simulators start
     for sim in sims:
         sim.wait_ready()
     conf = write_agent_config(
