@@ -194,8 +194,9 @@ class Display:
         if not force and now - self.last < self.every:
             return
         self.last = now
-        if self.tty:
-            sys.stdout.write("\r" + text + "\x1b[K")
+        if self.tty:  # cut to the terminal's width, or the carriage return would not redraw it
+            width = shutil.get_terminal_size().columns
+            sys.stdout.write("\r" + text[: max(20, width - 1)] + "\x1b[K")
             self.open_line = True
         else:
             sys.stdout.write(text + "\n")
@@ -262,7 +263,7 @@ class Demo:
     def progress(self) -> str:
         """The live line: how far the trip is, and the counts."""
         pct = 100.0 * self.player.second / max(1, self.tl.duration_s)
-        return f"trip {pct:3.0f}% │ {self.counts().line()}"
+        return f"{pct:3.0f}% │ {self.counts().line()}"
 
     def check_children(self) -> None:
         """A UserError if a child or the player died."""
@@ -292,7 +293,14 @@ class Demo:
                 return 130
             finally:
                 self.display.done()
-                self.stop_all()
+                # A second Ctrl-C must not leave a child behind: stopping is not interruptible.
+                previous = {sig: signal.signal(sig, signal.SIG_IGN)
+                            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+                try:
+                    self.stop_all()
+                finally:
+                    for sig, handler in previous.items():
+                        signal.signal(sig, handler)
 
     def start(self) -> None:
         """Broker, collector, player (lines open), agent (listening on the lines)."""
@@ -312,6 +320,7 @@ class Demo:
         print(f"  agent       pid {self.agent.pid}, buffer {_shown(self.buffer)}, reading "
               + ", ".join(f"{n} {_shown(p)}" for n, p in self.ttys.items()), flush=True)
         self.player.go.set()
+        print(watch.LEGEND, flush=True)
 
     def play_and_drain(self) -> bool:
         """Show counts while the trip plays; then wait until the agent has nothing left."""
@@ -328,7 +337,7 @@ class Demo:
             now = self.counts()
             if now.captured != last:
                 stable_since, last = time.monotonic(), now.captured
-            self.display.show(f"trip 100% │ {now.line()}")
+            self.display.show(f"100% │ {now.line()}")
             if now.backlog == 0 and now.captured > 0 and time.monotonic() - stable_since >= 1.0:
                 break
             time.sleep(0.1)
@@ -336,7 +345,7 @@ class Demo:
         self.player.release.set()
         self.player.join()
         final = self.counts()
-        self.display.show(f"trip 100% │ {final.line()}", force=True)
+        self.display.show(f"100% │ {final.line()}", force=True)
         self.display.done()
         if status != 0:
             print(f"frota demo: the agent exited with status {status}; see "
@@ -346,14 +355,15 @@ class Demo:
                   "confirmed by the collector", file=sys.stderr)
         return status == 0 and final.backlog == 0 and final.captured > 0
 
-    def wait_live_findings(self, timeout: float = 15.0) -> tuple[list[dict[str, Any]], int | None]:
-        """The collector's live findings once it has evaluated everything stored."""
-        from collector.findings import now_ms
-
-        since = now_ms()
+    def wait_live_findings(self, timeout: float = 10.0) -> tuple[list[dict[str, Any]], int | None]:
+        """The collector's live findings once it has evaluated everything stored (an evaluation
+        that started after the last record was received; it re-evaluates within a second of a
+        new record)."""
+        last = watch.query(self.database, "SELECT MAX(received_ms) FROM records")
+        since = int(str(last[0][0])) if last and last[0][0] is not None else 0
         deadline = time.monotonic() + timeout
         found, as_of = report.live_findings(self.database)
-        while (as_of is None or as_of < since) and time.monotonic() < deadline:
+        while (as_of is None or as_of <= since) and time.monotonic() < deadline:
             self.collector.check()
             time.sleep(0.2)
             found, as_of = report.live_findings(self.database)

@@ -32,6 +32,12 @@ def _int(value: object) -> int:
     return int(value) if isinstance(value, int | float) else 0
 
 
+#: What the counts of :meth:`Counts.line` are, printed once above them.
+LEGEND = ("% of the trip played │ captured: decoded into the agent's buffer │ acknowledged: "
+          "confirmed\nstored by the collector │ backlog: waiting for that │ stored: in the "
+          "collector's database")
+
+
 @dataclass(frozen=True)
 class Counts:
     """One look at both ends of the path."""
@@ -43,10 +49,10 @@ class Counts:
     rejected: int = 0       # batches the collector kept in ``rejects``
 
     def line(self) -> str:
-        """The one-line display."""
-        return (f"agent captured {self.captured:>7,} · acknowledged {self.acknowledged:>7,} · "
-                f"backlog {self.backlog:>5,} │ collector stored {self.stored:>7,} · "
-                f"rejects {self.rejected}")
+        """The one-line display (fits 80 columns; :data:`LEGEND` says what each count is)."""
+        text = (f"captured {self.captured:>6,} │ acknowledged {self.acknowledged:>6,} │ "
+                f"backlog {self.backlog:>5,} │ stored {self.stored:>6,}")
+        return text + (f" │ rejects {self.rejected}" if self.rejected else "")
 
 
 def look(buffer: Path, database: Path) -> Counts:
