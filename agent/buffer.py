@@ -1,23 +1,19 @@
 """The durable buffer on the Pi: SQLite in WAL mode, records numbered 1, 2, 3, … with no gaps.
 
 A record is *captured* once its transaction commits. ``seq`` is assigned inside the committing
-transaction (the next number after the largest one stored), so a crash or SIGKILL can never leave
-a gap or reuse a number. Registrador frames are deduplicated by (source, :func:`device_key`): the
-same frame received live and again by a history download is one record.
-Nothing is deleted before the collector confirms it: each record carries its upload state
-(pending, stored, rejected with the collector's reason).
+transaction (the next number after the last one given, kept in ``meta``), so a crash or SIGKILL
+can never leave a gap or reuse a number. A device frame already captured (received live and
+again by a history download) is skipped whole. Nothing is deleted before the collector confirms
+it: each record carries its upload state (pending, stored, rejected with the collector's reason);
+only stored records past the retention are deleted.
 
 One :class:`Buffer` (one sqlite3 connection) per thread: WAL lets the uplink read while the
-writer commits. The schema is migrated by name (the ``migrations`` table).
+writer (``agent/writer.py``) commits. The schema is migrated by name (the ``migrations`` table).
 """
 
 from __future__ import annotations
 
-import logging
-import queue
 import sqlite3
-import threading
-import time
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -28,8 +24,6 @@ from typing import Any, Final
 import orjson
 
 from protocols.records import Record, ts_to_ms
-
-log = logging.getLogger(__name__)
 
 PENDING: Final = 0
 STORED: Final = 1
@@ -371,112 +365,3 @@ class Buffer:
             (source,),
         ).fetchone()
         return None if row is None or row[0] is None else int(row[0])
-
-
-class BufferWriter:
-    """The one writer thread: batches records into commits bounded by size and time.
-
-    Records handed over together (one decoder ``feed``) stay together in one commit, so a
-    device frame's records are never split (see :meth:`Buffer.add`).
-    """
-
-    def __init__(self, path: str | Path, commit_records: int = 200, commit_interval_ms: int = 200):
-        self.buffer = Buffer(path)
-        self.commit_records = commit_records
-        self.commit_interval_s = commit_interval_ms / 1000.0
-        self._queue: queue.Queue[list[tuple[str, Record]] | None] = queue.Queue()
-        self._listeners: list[threading.Event] = []
-        self._thread = threading.Thread(target=self._run, name="buffer-writer", daemon=True)
-        self.captured = 0
-        self.duplicates = 0
-        self.commits = 0
-        self.error: BaseException | None = None
-
-    @property
-    def agent(self) -> str:
-        """The buffer's agent id."""
-        return self.buffer.agent
-
-    @property
-    def alive(self) -> bool:
-        """True while the writer thread runs."""
-        return self._thread.is_alive()
-
-    def notify(self, event: threading.Event) -> None:
-        """Set ``event`` after every commit that captured something."""
-        self._listeners.append(event)
-
-    def start(self) -> None:
-        """Start the writer thread."""
-        self._thread.start()
-
-    def put(self, source: str, record: Record) -> None:
-        """Queue a record for the next commit (captured only once committed)."""
-        self._queue.put([(source, record)])
-
-    def put_many(self, source: str, records: Iterable[Record]) -> None:
-        """Queue records from one source that belong together (one decoder feed)."""
-        group = [(source, rec) for rec in records]
-        if group:
-            self._queue.put(group)
-
-    def _run(self) -> None:
-        stopping = False
-        while not stopping:
-            first = self._queue.get()
-            if first is None:
-                break
-            batch = list(first)
-            deadline = time.monotonic() + self.commit_interval_s
-            while len(batch) < self.commit_records:
-                remaining = deadline - time.monotonic()
-                try:
-                    nxt = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stopping = True
-                    break
-                batch.extend(nxt)
-            self._commit(batch, final=False)
-        # Flush whatever was queued behind the stop marker.
-        rest: list[tuple[str, Record]] = []
-        while True:
-            try:
-                group = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if group is not None:
-                rest.extend(group)
-        if rest:
-            self._commit(rest, final=True)
-
-    def _commit(self, batch: list[tuple[str, Record]], *, final: bool) -> None:
-        try:
-            seqs = self.buffer.add(batch)
-        except BufferError as err:
-            self.error = err
-            log.error("%s (%d records kept in memory%s)", err, len(batch), "" if not final else "; lost at stop")
-            if not final:
-                # Keep the records and retry on the next round rather than drop them.
-                self._queue.put(batch)
-                time.sleep(1.0)
-            return
-        self.error = None
-        self.commits += 1
-        self.captured += len(seqs)
-        self.duplicates += len(batch) - len(seqs)
-        if seqs:
-            for event in self._listeners:
-                event.set()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """Flush the queue into the buffer and stop the thread."""
-        self._queue.put(None)
-        self._thread.join(timeout)
-        self.buffer.close()
-
-
-def dumps_body(rec: Record, agent: str, seq: int) -> str:
-    """The stored JSON of a record (exposed for tests and tools)."""
-    return _body(rec, agent, seq)

@@ -14,7 +14,7 @@ import threading
 import time
 from types import FrameType
 
-from agent.buffer import Buffer, BufferWriter
+from agent.buffer import Buffer
 from agent.clockwatch import ClockWatch
 from agent.config import AgentConfig
 from agent.sources import Source, make_source
@@ -22,6 +22,7 @@ from agent.sources.base import agent_record
 from agent.systemd import Notifier
 from agent.timekeeper import TimeKeeper
 from agent.uplink import Uplink
+from agent.writer import BufferWriter
 from protocols.records import Record
 
 log = logging.getLogger("agent")

@@ -7,7 +7,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from agent.buffer import MIGRATIONS, Buffer, BufferWriter
+from agent.buffer import MIGRATIONS, Buffer
+from agent.writer import BufferWriter
 from protocols.records import make_record, ts_to_ms
 from tests.agent.helpers import VEHICLE, speed
 
