@@ -1,19 +1,18 @@
-"""Test-side devices on real pseudo-terminals: a registrador and a GPS that talk, a door sensor
-that answers polls. Frames are built with the protocols' own encoders; every frame sent is logged
+"""Test-side devices on real pseudo-terminals: a registrador that talks, a door sensor that
+answers polls. Frames are built with the protocols' own encoders; every frame sent is logged
 so tests can check that each one reached the far end.
 
-(The project's simulators play whole trips; these are small and fast, for the agent's tests.)
+(The project's simulators, ``frota sim``, are used end to end; these are small, in-process and
+fast, for the sources' own tests.)
 """
 
 from __future__ import annotations
 
-import functools
 import threading
 from pathlib import Path
 
 from protocols.apc import DoorCounts, encode_counts
 from protocols.apc.frames import READ_COUNTS
-from protocols.records import ms_to_ts
 from protocols.registrador.encoder import encode_status
 from simulators.pty import PtyPort
 from tests.agent.helpers import T0_MS
@@ -76,33 +75,6 @@ class Registrador(Device):
         )
         self.port.write(frame)
         self.sent.append(self.seq)
-
-
-@functools.cache
-def _nmea_checksum(body: str) -> str:
-    value = 0
-    for char in body.encode():
-        value ^= char
-    return f"{value:02X}"
-
-
-class Gps(Device):
-    """An RMC sentence every 50 ms, one device second apart (time follows the registrador's T0)."""
-
-    period_s = 0.05
-
-    def __init__(self, link: Path) -> None:
-        self.n = 0
-        super().__init__(link)
-
-    def tick(self) -> None:
-        """Send the next RMC sentence."""
-        self.n += 1
-        ts = ms_to_ts(T0_MS + self.n * 1000)  # 2026-03-02T14:00:01.000Z
-        hhmmss = ts[11:13] + ts[14:16] + ts[17:19]
-        ddmmyy = ts[8:10] + ts[5:7] + ts[2:4]
-        body = f"GPRMC,{hhmmss}.00,A,2330.{self.n % 1000:03d},S,04637.512,W,40.0,90.0,{ddmmyy},,,A"
-        self.port.write(f"${body}*{_nmea_checksum(body)}\r\n".encode())
 
 
 class DoorSensor(Device):
