@@ -14,21 +14,19 @@ the lines (an agent still reading would report its devices ``disconnected``).
 from __future__ import annotations
 
 import argparse
-import io
 import logging
 import shutil
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from frota.demo import report, services, watch
+from frota.demo.player import Player
 from frota.demo.services import Child
 from frota.errors import UserError
 
@@ -59,8 +57,10 @@ def register(subparsers: Any) -> None:
                         help="where the configurations, databases and logs go (default "
                         "./var/demo); emptied at the start unless --keep")
     parser.add_argument("--keep", action="store_true",
-                        help="keep what the work directory holds (the agent's buffer and the "
-                        "collector's database grow across runs)")
+                        help="keep what the work directory holds: the agent's buffer and the "
+                        "collector's database grow across runs (the same scenario played again "
+                        "is the same registrador frames, stored once, but new GPS fixes and "
+                        "door counts)")
     parser.set_defaults(func=run)
 
 
@@ -106,64 +106,6 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-@dataclass
-class Player:
-    """The scenario player's thread and the events that pace it against the demo."""
-
-    sc: Any
-    last_second: int
-    time_scale: float
-    links: Path
-    ready: threading.Event = field(default_factory=threading.Event)
-    go: threading.Event = field(default_factory=threading.Event)
-    played: threading.Event = field(default_factory=threading.Event)
-    release: threading.Event = field(default_factory=threading.Event)
-    stop: threading.Event = field(default_factory=threading.Event)
-    second: int = 0
-    error: Exception | None = None
-    thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        """Start playing in a thread (it waits for ``go`` once the lines are open)."""
-        self.thread = threading.Thread(target=self._run, name="scenario", daemon=True)
-        self.thread.start()
-
-    def alive(self) -> bool:
-        """True while the player thread runs."""
-        return self.thread is not None and self.thread.is_alive()
-
-    def _run(self) -> None:
-        from simulators.scenario.play import play
-
-        try:
-            play(self.sc, time_scale=self.time_scale, links=self.links,
-                 announce=io.StringIO(), lead_in_s=0.5, tail_s=0.2, on_ready=self._on_ready,
-                 on_second=self._on_second, should_stop=self.stop.is_set)
-        except Exception as err:  # noqa: BLE001 - handed to the main thread, which reports it
-            self.error = err
-        finally:
-            self.ready.set()
-            self.played.set()
-
-    def _on_ready(self, paths: dict[str, str]) -> None:
-        self.ready.set()
-        while not (self.go.is_set() or self.stop.is_set()):
-            self.go.wait(0.1)
-
-    def _on_second(self, t: int) -> None:
-        self.second = t
-        if t >= self.last_second:
-            self.played.set()
-            while not (self.release.is_set() or self.stop.is_set()):
-                self.release.wait(0.1)
-
-    def join(self) -> None:
-        """End the play (if still running) and wait for the thread."""
-        self.stop.set()
-        if self.thread is not None:
-            self.thread.join(timeout=30)
-
-
 @contextmanager
 def _signals_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP end the demo like Ctrl-C does (cleanly, children stopped)."""
@@ -177,37 +119,6 @@ def _signals_interrupt() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-class Display:
-    """Live counts: one refreshed line on a terminal, else a line every two seconds."""
-
-    def __init__(self) -> None:
-        self.tty = sys.stdout.isatty()
-        self.every = 0.5 if self.tty else 2.0
-        self.last = 0.0
-        self.open_line = False
-
-    def show(self, text: str, *, force: bool = False) -> None:
-        """Show ``text`` if it is time to (or ``force``)."""
-        now = time.monotonic()
-        if not force and now - self.last < self.every:
-            return
-        self.last = now
-        if self.tty:  # cut to the terminal's width, or the carriage return would not redraw it
-            width = shutil.get_terminal_size().columns
-            sys.stdout.write("\r" + text[: max(20, width - 1)] + "\x1b[K")
-            self.open_line = True
-        else:
-            sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-
-    def done(self) -> None:
-        """End the refreshed line."""
-        if self.open_line:
-            sys.stdout.write("\n")
-            sys.stdout.flush()
-            self.open_line = False
 
 
 def run(args: argparse.Namespace) -> int:
@@ -246,7 +157,7 @@ class Demo:
         self.agent = Child("agent", services.frota_argv(
             "agent", "run", "--config", str(self.agent_conf)), workdir / "agent.log")
         self.player = Player(sc, tl.duration_s, scale, workdir / "ttys")
-        self.display = Display()
+        self.display = watch.Display()
 
     def write_configs(self) -> None:
         """The registry, the broker's, the collector's and the agent's configurations."""

@@ -7,7 +7,10 @@ migrated yet, counts as zero.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -69,3 +72,34 @@ def look(buffer: Path, database: Path) -> Counts:
         stored=_int(stored[0][0]) if stored else 0,
         rejected=_int(rejects[0][0]) if rejects else 0,
     )
+
+
+class Display:
+    """Live counts: one refreshed line on a terminal, else a line every two seconds."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty()
+        self.every = 0.5 if self.tty else 2.0
+        self.last = 0.0
+        self.open_line = False
+
+    def show(self, text: str, *, force: bool = False) -> None:
+        """Show ``text`` if it is time to (or ``force``)."""
+        now = time.monotonic()
+        if not force and now - self.last < self.every:
+            return
+        self.last = now
+        if self.tty:  # cut to the terminal's width, or the carriage return would not redraw it
+            width = shutil.get_terminal_size().columns
+            sys.stdout.write("\r" + text[: max(20, width - 1)] + "\x1b[K")
+            self.open_line = True
+        else:
+            sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def done(self) -> None:
+        """End the refreshed line."""
+        if self.open_line:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.open_line = False
