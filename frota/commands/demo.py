@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -320,6 +321,10 @@ class Demo:
         print(f"  the records     {records}")
         print(f"  the rules       {records} | frota check --registry {reg} --as-of {until}")
         print(f"  live findings   frota collector findings --db {db}")
+        command = Path(sys.executable).parent / "frota"
+        venv = command.parent.parent
+        if command.exists() and os.environ.get("VIRTUAL_ENV") != str(venv):
+            print(f"  (frota is {_shown(command)}, or 'source {_shown(venv)}/bin/activate')")
 
     def stop_all(self) -> None:
         """Stop whatever still runs: agent first, then the player, collector and broker."""
