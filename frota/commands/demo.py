@@ -148,6 +148,8 @@ class Demo:
         self.registry = workdir / "fleet.json"
         self.broker_port = services.free_port()
         self.http_port = services.free_port()
+        while self.http_port == self.broker_port:
+            self.http_port = services.free_port()
         self.mosquitto_conf = workdir / "mosquitto.conf"
         self.collector_conf = workdir / "collector.toml"
         self.agent_conf = workdir / "agent.toml"
