@@ -9,10 +9,11 @@ Identity of a record:
 
 - (``vehicle``, ``agent``, ``seq``) — the agent's numbering, unique;
 - (``vehicle``, ``device_key``) where the record has a ``device_seq`` — ``device_key`` is
-  ``kind:slot:device_seq:ts_ms``, unique. The same registrador frame received live and again by a
+  ``kind:part:device_seq:ts_ms``, unique. The same registrador frame received live and again by a
   history download (under another agent ``seq``) has the same kind, device frame number and
-  device timestamp, so it is stored once; the ``slot`` keeps the two driver records one frame may
-  carry apart, and the device timestamp keeps a frame counter that wraps or restarts (a replaced
+  device timestamp, so it is stored once; ``part`` (the driver record's ``slot``, the device
+  record's ``status``, the door record's ``door``) keeps apart the several records of one kind a
+  frame may carry (firmware-notes/registrador.md, "record identity"), and the device timestamp keeps a frame counter that wraps or restarts (a replaced
   registrador) from merging two different frames.
 
 A record that collides with either key is already stored: the insert skips it and the collector
@@ -116,7 +117,8 @@ def device_key(rec: Record, ts_ms: int) -> str | None:
     device_seq = rec.get("device_seq")
     if device_seq is None:
         return None
-    return f"{rec['kind']}:{rec.get('slot') or 0}:{device_seq}:{ts_ms}"
+    part = rec.get("slot") or rec.get("status") or rec.get("door") or 0
+    return f"{rec['kind']}:{part}:{device_seq}:{ts_ms}"
 
 
 _EPOCH_DAY: Final = date(1970, 1, 1).toordinal()

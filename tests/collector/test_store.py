@@ -76,9 +76,22 @@ def test_the_same_device_frame_under_another_seq_is_one_record(store: Store) -> 
     assert _seqs(store, V1) == [1, 3, 4, 5]
 
 
-def test_device_key_is_kind_slot_device_seq_and_device_time() -> None:
+def test_two_device_statuses_of_one_frame_are_two_records(store: Store) -> None:
+    # One status frame can raise tamper and compartment_open together (registrador.md):
+    # both records share device_seq and ts, and both must be kept; the history copy is not.
+    base = {"vehicle": V1, "ts": speed(V1, "a1", 1)["ts"], "kind": "device", "agent": "a1",
+            "device": "registrador", "device_seq": 9}
+    tamper = {**base, "seq": 1, "status": "tamper"}
+    opened = {**base, "seq": 2, "status": "compartment_open"}
+    assert store.put([record_row(tamper, T0), record_row(opened, T0)]) == 2
+    assert store.put([record_row({**tamper, "seq": 3}, T0), record_row({**opened, "seq": 4}, T0)]) == 0
+
+
+def test_device_key_is_kind_part_device_seq_and_device_time() -> None:
     rec = speed(V1, "a1", 1, device_seq=42)
     assert device_key(rec, ts_to_ms(rec["ts"])) == f"speed:0:42:{T0 + 1000}"
+    status = {**rec, "kind": "device", "device": "registrador", "status": "tamper"}
+    assert device_key(status, T0) == f"device:tamper:42:{T0}"
     assert device_key(speed(V1, "a1", 1), T0) is None
 
 
