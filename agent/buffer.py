@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,7 +68,16 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
 
 
 class BufferError(RuntimeError):
-    """The buffer's database cannot be opened, migrated or written."""
+    """The buffer's database cannot be opened, migrated or written (``full``: no space left)."""
+
+    def __init__(self, message: str, *, full: bool = False) -> None:
+        super().__init__(message)
+        self.full = full
+
+
+def _is_full(err: sqlite3.Error) -> bool:
+    """SQLITE_FULL: the disk is full, or the database reached ``max_page_count``."""
+    return getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 @dataclass(frozen=True)
@@ -86,7 +95,7 @@ def _wall_ms() -> int:
     return int(datetime.now(tz=UTC).timestamp() * 1000)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
@@ -94,6 +103,10 @@ def _connect(path: Path) -> sqlite3.Connection:
         # FULL: a committed record survives a power cut, not only a crash (issue 5).
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
+        if max_bytes is not None:
+            # buffer.max_size_mb: SQLite's own cap; past it a write fails as on a full disk.
+            (page,) = conn.execute("PRAGMA page_size").fetchone()
+            conn.execute(f"PRAGMA max_page_count={max(1, max_bytes // int(page))}")
     except (sqlite3.Error, OSError) as err:
         raise BufferError(f"cannot open the buffer {path}: {err}") from err
     return conn
@@ -154,9 +167,9 @@ def _body(rec: Record, agent: str, seq: int) -> str:
 class Buffer:
     """One connection to the buffer: capture records, read pending ones, mark answers."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, max_bytes: int | None = None) -> None:
         self.path = Path(path)
-        self.conn = _connect(self.path)
+        self.conn = _connect(self.path, max_bytes)
         try:
             migrate(self.conn)
             self.agent = self._agent_id()
@@ -190,8 +203,14 @@ class Buffer:
         ).fetchone()
         return row is not None
 
-    def add(self, items: Sequence[tuple[str, Record]]) -> list[int]:
+    def add(
+        self, items: Sequence[tuple[str, Record]], states: Mapping[str, str] | None = None
+    ) -> list[int]:
         """Capture (source, record) pairs in one transaction; return the seqs given.
+
+        ``states`` (source → JSON) are saved in the same transaction (``meta`` key
+        ``state:<source>``): a decoder's memory that must match the records committed (the door
+        counters' baselines), read back by :meth:`source_state` after a restart.
 
         Consecutive records of one source with the same ``device_seq`` and ``ts`` are one device
         frame (a decoder gives a frame's records together). A frame already captured — received
@@ -199,7 +218,7 @@ class Buffer:
         asks (its records may differ by the driver changes it reports); a record whose
         :func:`device_key` is already there is skipped too. Skipped records take no seq.
         """
-        if not items:
+        if not items and not states:
             return []
         now = _wall_ms()
         seqs: list[int] = []
@@ -241,13 +260,50 @@ class Buffer:
                     self.conn.execute(
                         "UPDATE meta SET value = ? WHERE key = 'last_seq'", (str(seqs[-1]),)
                     )
+                for source, state in (states or {}).items():
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                        (f"state:{source}", state),
+                    )
                 self.conn.execute("COMMIT")
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as err:
-            raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err
+            raise BufferError(
+                f"cannot write to the buffer {self.path}: {err}", full=_is_full(err)
+            ) from err
         return seqs
+
+    def source_state(self, source: str) -> str | None:
+        """The state last saved with ``source``'s records (see :meth:`add`), or None."""
+        row = self.conn.execute(
+            "SELECT value FROM meta WHERE key = ?", (f"state:{source}",)
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def evict_oldest(self, limit: int) -> int:
+        """Make room on a full disk: delete up to ``limit`` of the oldest *stored* records.
+
+        Records the collector has not stored (pending, rejected) are never deleted.
+        """
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                deleted = self.conn.execute(
+                    "DELETE FROM records WHERE seq IN (SELECT seq FROM records "
+                    "WHERE state = 1 ORDER BY seq LIMIT ?)",
+                    (limit,),
+                ).rowcount
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as err:
+            raise BufferError(
+                f"cannot evict from the buffer {self.path}: {err}", full=_is_full(err)
+            ) from err
+        return int(deleted)
 
     def pending(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str]]:
         """Pending records with ``after < seq [<= upto]``, oldest first: (seq, JSON body)."""

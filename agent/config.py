@@ -162,6 +162,13 @@ class BufferConfig(_Strict):
     commit_records: Annotated[int, Field(ge=1, le=100_000)] = 200
     commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 200
     retention_days: Annotated[int, Field(ge=1)] = 90
+    #: A cap on the buffer's size (SQLite ``max_page_count``); past it, as on a full disk.
+    max_size_mb: Annotated[float, Field(gt=0)] | None = None
+
+    @property
+    def max_bytes(self) -> int | None:
+        """``max_size_mb`` in bytes, or None for no cap (the disk's own size)."""
+        return None if self.max_size_mb is None else int(self.max_size_mb * 1024 * 1024)
 
 
 class UplinkConfig(_Strict):

@@ -18,7 +18,7 @@ from agent.buffer import Buffer
 from agent.clockwatch import ClockWatch
 from agent.config import AgentConfig
 from agent.sources import Source, make_source
-from agent.sources.base import agent_record
+from agent.sources.base import StateHooks, agent_record
 from agent.systemd import Notifier
 from agent.timekeeper import TimeKeeper
 from agent.uplink import Uplink
@@ -44,8 +44,10 @@ class Agent:
         self.clock = TimeKeeper()
         self.wake = threading.Event()
         buf = config.buffer
-        self.writer = BufferWriter(buf.path, buf.commit_records, buf.commit_interval_ms)
+        self.writer = BufferWriter(buf.path, buf.commit_records, buf.commit_interval_ms, buf.max_bytes)
         self.writer.notify(self.wake)
+        self.writer.full_record = functools.partial(self._own, "buffer_full")
+        self.writer.on_drop = self._dropped
         self.uplink = Uplink(config, self.wake)
         # A connection of its own for status and the sources' catch-up queries (under a lock).
         self.reader = Buffer(buf.path)
@@ -56,9 +58,15 @@ class Agent:
             make_source(
                 device, config.vehicle, self._sink, self.clock, self.stop_event,
                 last_device_seq=functools.partial(self._last_device_seq, device.name),
+                state=StateHooks(
+                    save=self._sink_state,
+                    load=functools.partial(self._source_state, device.name),
+                    resume=functools.partial(self.writer.resume, device.name),
+                ),
             )
             for device in config.devices
         ]
+        self._by_name = {source.name: source for source in self.sources}
 
     @property
     def agent_id(self) -> str:
@@ -68,6 +76,18 @@ class Agent:
     def _last_device_seq(self, source: str) -> int | None:
         with self._reader_lock:
             return self.reader.last_device_seq(source)
+
+    def _source_state(self, source: str) -> str | None:
+        with self._reader_lock:
+            return self.reader.source_state(source)
+
+    def _sink_state(self, source: str, records: list[Record], state: str) -> None:
+        self.writer.put_many(source, records, state)
+
+    def _dropped(self, source: str, records: list[Record]) -> None:
+        found = self._by_name.get(source)
+        if found is not None:
+            found.dropped(records)
 
     def backlog(self) -> int:
         """Records not yet answered by the collector."""

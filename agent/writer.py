@@ -2,7 +2,14 @@
 size and time (``buffer.commit_records``, ``buffer.commit_interval_ms``).
 
 A record is captured once its commit is done; until then it is only in this queue (at most one
-commit interval, 200 ms by default).
+commit interval, 200 ms by default). A source's state (the door counters' baselines) travels
+with its records and is committed in the same transaction.
+
+A full disk (or ``buffer.max_size_mb`` reached): the oldest records the collector has stored are
+evicted to make room; records not yet uploaded are never evicted. If nothing can go, the batch is
+dropped — the registrador's frames come back later by catch-up, the door counters re-read their
+counts from the last committed state — and a ``buffer_full`` device record is written as soon as
+anything can be (firmware-notes/agent.md).
 """
 
 from __future__ import annotations
@@ -11,13 +18,35 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.buffer import Buffer, BufferError
 from protocols.records import Record
 
 log = logging.getLogger(__name__)
+
+#: How many stored records one eviction deletes at least (a full disk frees room in steps).
+EVICT_AT_LEAST = 1000
+
+
+@dataclass
+class Group:
+    """Records of one source handed over together (one decoder feed), with the source's state.
+
+    ``resume``: the source has taken back its last committed state after a drop; its groups
+    are committed again from here on.
+    """
+
+    source: str
+    records: list[Record] = field(default_factory=list)
+    state: str | None = None
+    resume: bool = False
+
+
+#: Called with (source, records dropped) when a full disk made a batch impossible to keep.
+DropHandler = Callable[[str, list[Record]], None]
 
 
 class BufferWriter:
@@ -27,17 +56,31 @@ class BufferWriter:
     device frame's records are never split (see :meth:`Buffer.add`).
     """
 
-    def __init__(self, path: str | Path, commit_records: int = 200, commit_interval_ms: int = 200):
-        self.buffer = Buffer(path)
+    def __init__(
+        self,
+        path: str | Path,
+        commit_records: int = 200,
+        commit_interval_ms: int = 200,
+        max_bytes: int | None = None,
+    ) -> None:
+        self.buffer = Buffer(path, max_bytes)
         self.commit_records = commit_records
         self.commit_interval_s = commit_interval_ms / 1000.0
-        self._queue: queue.Queue[list[tuple[str, Record]] | None] = queue.Queue()
+        self._queue: queue.Queue[Group | None] = queue.Queue()
         self._listeners: list[threading.Event] = []
         self._thread = threading.Thread(target=self._run, name="buffer-writer", daemon=True)
         self.captured = 0
         self.duplicates = 0
         self.commits = 0
+        self.dropped = 0
+        self.evicted = 0
         self.error: BaseException | None = None
+        #: Makes the ``buffer_full`` device record (set by the agent: it knows vehicle and clock).
+        self.full_record: Callable[[str], Record] | None = None
+        #: Told which records a full disk made the writer drop (set by the agent).
+        self.on_drop: DropHandler | None = None
+        self._owed_full: str | None = None  # the detail of a buffer_full record not yet written
+        self._blocked: set[str] = set()  # sources whose stateful groups were dropped
 
     @property
     def agent(self) -> str:
@@ -59,13 +102,17 @@ class BufferWriter:
 
     def put(self, source: str, record: Record) -> None:
         """Queue a record for the next commit (captured only once committed)."""
-        self._queue.put([(source, record)])
+        self._queue.put(Group(source, [record]))
 
-    def put_many(self, source: str, records: Iterable[Record]) -> None:
-        """Queue records from one source that belong together (one decoder feed)."""
-        group = [(source, rec) for rec in records]
-        if group:
+    def put_many(self, source: str, records: Iterable[Record], state: str | None = None) -> None:
+        """Queue records from one source that belong together (one decoder feed) and its state."""
+        group = Group(source, list(records), state)
+        if group.records or state is not None:
             self._queue.put(group)
+
+    def resume(self, source: str) -> None:
+        """``source`` has restored its last committed state after a drop: accept its groups again."""
+        self._queue.put(Group(source, resume=True))
 
     def _run(self) -> None:
         stopping = False
@@ -73,9 +120,10 @@ class BufferWriter:
             first = self._queue.get()
             if first is None:
                 break
-            batch = list(first)
+            batch = [first]
+            count = len(first.records)
             deadline = time.monotonic() + self.commit_interval_s
-            while len(batch) < self.commit_records:
+            while count < self.commit_records:
                 remaining = deadline - time.monotonic()
                 try:
                     nxt = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
@@ -84,38 +132,102 @@ class BufferWriter:
                 if nxt is None:
                     stopping = True
                     break
-                batch.extend(nxt)
+                batch.append(nxt)
+                count += len(nxt.records)
             self._commit(batch, final=False)
         # Flush whatever was queued behind the stop marker.
-        rest: list[tuple[str, Record]] = []
+        rest: list[Group] = []
         while True:
             try:
                 group = self._queue.get_nowait()
             except queue.Empty:
                 break
             if group is not None:
-                rest.extend(group)
+                rest.append(group)
         if rest:
             self._commit(rest, final=True)
 
-    def _commit(self, batch: list[tuple[str, Record]], *, final: bool) -> None:
-        try:
-            seqs = self.buffer.add(batch)
-        except BufferError as err:
-            self.error = err
-            log.error("%s (%d records kept in memory%s)", err, len(batch), "" if not final else "; lost at stop")
-            if not final:
-                # Keep the records and retry on the next round rather than drop them.
-                self._queue.put(batch)
-                time.sleep(1.0)
+    def _admit(self, batch: list[Group]) -> list[Group]:
+        """Groups to commit: those of a source blocked since a drop are dropped until it resumes."""
+        out: list[Group] = []
+        for group in batch:
+            if group.resume:
+                self._blocked.discard(group.source)
+            elif group.source in self._blocked:
+                self._drop([group])
+            else:
+                out.append(group)
+        return out
+
+    def _commit(self, batch: list[Group], *, final: bool) -> None:
+        batch = self._admit(batch)
+        items = [(g.source, rec) for g in batch for rec in g.records]
+        states = {g.source: g.state for g in batch if g.state is not None}
+        owed = self._owed_full
+        if owed is not None and self.full_record is not None:
+            items.insert(0, ("agent", self.full_record(owed)))
+        if not items and not states:
             return
+        while True:
+            try:
+                seqs = self.buffer.add(items, states)
+                break
+            except BufferError as err:
+                self.error = err
+                if err.full:
+                    if self._evict():
+                        continue
+                    self._full(batch, str(err))
+                    return
+                log.error("%s (%d records kept in memory%s)", err, len(items), "" if not final else "; lost at stop")
+                if not final:
+                    # Keep the records and retry on the next round rather than drop them.
+                    for group in batch:
+                        self._queue.put(group)
+                    time.sleep(1.0)
+                return
+        if owed is not None:
+            self._owed_full = None
         self.error = None
         self.commits += 1
         self.captured += len(seqs)
-        self.duplicates += len(batch) - len(seqs)
+        self.duplicates += len(items) - len(seqs)
         if seqs:
             for event in self._listeners:
                 event.set()
+
+    def _evict(self) -> bool:
+        """Delete the oldest stored records to make room; False if there is none to delete."""
+        try:
+            deleted = self.buffer.evict_oldest(EVICT_AT_LEAST)
+        except BufferError as err:
+            log.error("%s", err)
+            return False
+        if deleted:
+            self.evicted += deleted
+            log.warning("buffer full: %d of the oldest uploaded records evicted", deleted)
+        return deleted > 0
+
+    def _full(self, batch: list[Group], reason: str) -> None:
+        """Nothing can be evicted: drop the batch, and owe a ``buffer_full`` record."""
+        if self._owed_full is None:
+            self._owed_full = (
+                f"buffer full and nothing uploaded to evict ({reason}); records dropped, "
+                "the registrador's to be fetched again by catch-up"
+            )
+        self._drop(batch)
+
+    def _drop(self, batch: list[Group]) -> None:
+        for group in batch:
+            if group.resume:
+                self._blocked.discard(group.source)
+                continue
+            self.dropped += len(group.records)
+            if group.state is not None:
+                self._blocked.add(group.source)
+            if self.on_drop is not None and (group.records or group.state is not None):
+                self.on_drop(group.source, group.records)
+        log.error("buffer full: %d records dropped so far", self.dropped)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Flush the queue into the buffer and stop the thread."""

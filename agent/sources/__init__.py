@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable
 
 from agent.config import DeviceConfig
-from agent.sources.base import Sink, Source
+from agent.sources.base import Sink, Source, StateHooks
 from agent.timekeeper import TimeKeeper
 
 
@@ -17,11 +17,13 @@ def make_source(
     clock: TimeKeeper,
     stop: threading.Event,
     last_device_seq: Callable[[], int | None] | None = None,
+    state: StateHooks | None = None,
 ) -> Source:
     """The source for a configured device (registrador, nmea or apc).
 
     ``last_device_seq`` tells the registrador's source the last frame number captured from it
-    (from the buffer), where its catch-up starts.
+    (from the buffer), where its catch-up starts; ``state`` lets the door counters save their
+    baselines with their records and get them back after a restart.
     """
     if config.protocol == "registrador":
         from agent.sources.registrador import RegistradorSource
@@ -34,8 +36,8 @@ def make_source(
     if config.protocol == "apc":
         from agent.sources.apc import ApcSource
 
-        return ApcSource(config, vehicle, sink, clock, stop)
+        return ApcSource(config, vehicle, sink, clock, stop, state)
     raise ValueError(f"no source for protocol {config.protocol!r}")
 
 
-__all__ = ["Sink", "Source", "make_source"]
+__all__ = ["Sink", "Source", "StateHooks", "make_source"]

@@ -6,16 +6,20 @@ keeper's estimate (latest device time + monotonic time since), as contract.md sa
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import time
 
 import serial
 
 from agent.config import DeviceConfig
-from agent.sources.base import Sink, Source
+from agent.sources.base import Sink, Source, StateHooks
 from agent.timekeeper import TimeKeeper
 from protocols.apc import Poller
 from protocols.records import Record
+
+log = logging.getLogger(__name__)
 
 
 class ApcSource(Source):
@@ -30,20 +34,47 @@ class ApcSource(Source):
         sink: Sink,
         clock: TimeKeeper,
         stop: threading.Event,
+        state: StateHooks | None = None,
     ) -> None:
         super().__init__(config, vehicle, sink, clock, stop)
+        self.state = state
         self.poller = Poller(
             vehicle,
             [c.address for c in config.counters],
             {c.address: c.door_number for c in config.counters},
         )
         self.decoder = self.poller.decoder
+        self._restore = threading.Event()  # set: take back the committed state before polling
+        self._restore.set()
+
+    def dropped(self, records: list[Record]) -> None:
+        """A full disk dropped records of ours: go back to the state last committed."""
+        self._restore.set()
+
+    def _restore_state(self) -> None:
+        """Take back the baselines committed with our last records (after a restart or a drop)."""
+        self._restore.clear()
+        if self.state is None:
+            return
+        text = self.state.load()
+        try:
+            saved = json.loads(text) if text else {}
+        except ValueError:
+            saved = {}
+        restored = self.poller.decoder.restore(saved if isinstance(saved, dict) else {})
+        log.info("%s: counters' state restored for %d sensor(s)", self.name, restored)
+        self.state.resume()
 
     def deliver(self, records: list[Record]) -> None:
-        """Records come stamped by the decoder with the time keeper's estimate: pass them on."""
+        """Records come stamped by the decoder with the time keeper's estimate: pass them on,
+        with the decoder's state after them (committed together)."""
         if records:
             self.records += len(records)
-            self.sink(self.name, records)
+            if self.state is None:
+                self.sink(self.name, records)
+            else:
+                state = json.dumps(self.poller.decoder.state(), separators=(",", ":"))
+                self.state.save(self.name, records, state)
 
     def _exchange(self, port: serial.Serial, request: bytes) -> bool:
         """Send one request, read its answer until a frame completes or the reply times out."""
@@ -70,6 +101,8 @@ class ApcSource(Source):
         self.last_data_mono = None
         opened = time.monotonic()
         while not self.stop.is_set():
+            if self._restore.is_set():
+                self._restore_state()
             started = time.monotonic()
             for _ in range(len(self.poller.addresses) + len(self.poller.decoder.pending_acks())):
                 if self._exchange(port, self.poller.next_request()):

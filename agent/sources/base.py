@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import serial
 
@@ -24,6 +25,21 @@ log = logging.getLogger(__name__)
 
 #: Where records go: (source name, records) → the buffer writer.
 Sink = Callable[[str, list[Record]], None]
+
+
+@dataclass(frozen=True)
+class StateHooks:
+    """How a source with a memory (the door counters) saves it with its records and gets it back.
+
+    ``save(source, records, state)`` queues records with the state they leave the decoder in (one
+    transaction); ``load()`` reads the state last committed; ``resume()`` tells the writer the
+    source has gone back to that state after a full disk dropped some of its records.
+    """
+
+    save: Callable[[str, list[Record], str], None]
+    load: Callable[[], str | None]
+    resume: Callable[[], None]
+
 
 #: How long one read waits for bytes (seconds); bounds the reaction to stop and to silence.
 READ_TIMEOUT_S = 0.1
@@ -141,6 +157,13 @@ class Source:
                 rec["ts"] = self.clock.now_ts()[0]
         self.records += len(records)
         self.sink(self.name, records)
+
+    def dropped(self, records: list[Record]) -> None:
+        """A full disk made the buffer drop these records of ours (called from the writer thread).
+
+        By default they are lost (GPS positions: the receiver keeps no memory); the registrador
+        fetches its frames again, the door counters go back to their committed state.
+        """
 
     def report(self, status: str, detail: str) -> None:
         """A ``device`` record about this device's health (only on a change of state)."""

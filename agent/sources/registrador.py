@@ -75,6 +75,8 @@ class RegistradorSource(StreamSource):
         self._next_id = 1
         self.frames_requested = 0
         self.frames_gone = 0
+        self._rewind_lock = threading.Lock()
+        self._rewind_to: int | None = None  # the first frame a full disk made the buffer drop
 
     def session(self, port: serial.Serial) -> None:
         """Read (and catch up) until silent, hung up or stopped."""
@@ -87,8 +89,24 @@ class RegistradorSource(StreamSource):
         finally:
             self._port = None
 
+    def dropped(self, records: list[Record]) -> None:
+        """A full disk dropped these frames: expect them again from the first one (catch-up)."""
+        seqs = [r["device_seq"] for r in records if r.get("device_seq") is not None]
+        if seqs:
+            with self._rewind_lock:
+                first = min(seqs)
+                self._rewind_to = first if self._rewind_to is None else min(self._rewind_to, first)
+
+    def _rewind(self) -> None:
+        with self._rewind_lock:
+            first, self._rewind_to = self._rewind_to, None
+        if first is not None:
+            self._expect = first if self._expect is None else min(self._expect, first)
+            self._wanted.clear()  # the next frame asks for the whole gap again
+
     def deliver(self, records: list[Record]) -> None:
         """Hand records on, and queue history requests for the gaps they reveal."""
+        self._rewind()
         super().deliver(records)
         seqs = sorted({r["device_seq"] for r in records if r.get("device_seq") is not None})
         if seqs:

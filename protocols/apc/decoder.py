@@ -9,7 +9,8 @@ known are dropped and counted (``undated``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from protocols.apc.frames import (
     ACK_RESET,
@@ -83,6 +84,46 @@ class ApcDecoder:
         """How many COUNTS answers this address has given (0 if never heard)."""
         door = self._doors.get(address)
         return 0 if door is None else door.answers
+
+    def state(self) -> dict[str, Any]:
+        """What the decoder remembers per sensor (baselines, unreported counts), as JSON-able data.
+
+        The agent saves it in the same transaction as the records it goes with, and gives it back
+        to :meth:`restore` after a restart: the counts since the last saved state are then read
+        again from the sensors' cumulative counters, never lost and never counted twice.
+        """
+        return {
+            str(address): {
+                "last": asdict(door.last),
+                "answers": door.answers,
+                "boarded": door.boarded,
+                "alighted": door.alighted,
+                "conditions": sorted(door.conditions),
+            }
+            for address, door in sorted(self._doors.items())
+        }
+
+    def restore(self, state: Mapping[str, Any]) -> int:
+        """Take back a :meth:`state` (after a restart); entries that do not parse are skipped.
+
+        Returns how many sensors were restored. Bytes half-received are not part of the state.
+        """
+        doors: dict[int, _Door] = {}
+        for key, entry in state.items():
+            try:
+                last = DoorCounts(**entry["last"])
+                door = _Door(
+                    last,
+                    answers=int(entry["answers"]),
+                    boarded=int(entry["boarded"]),
+                    alighted=int(entry["alighted"]),
+                    conditions=frozenset(str(c) for c in entry["conditions"]),
+                )
+                doors[int(key)] = door
+            except (KeyError, TypeError, ValueError):
+                continue
+        self._doors = doors
+        return len(doors)
 
     def pending_acks(self) -> list[int]:
         """Addresses whose last answer had the counter-reset flag up: send them ACK_RESET."""

@@ -246,3 +246,28 @@ def test_frota_decode_reads_timestamped_hex(tmp_path: Path) -> None:
                             capture_output=True, text=True, check=True, cwd=PROJECT)
     assert "RFC 3339" in helped.stdout
     assert "apc" in helped.stdout
+
+
+def test_state_saved_and_restored_counts_each_passenger_once() -> None:
+    # A restart between two answers: the new decoder, given the saved state, counts from the
+    # saved baseline; counts not yet reported when the state was saved are reported once.
+    first = ApcDecoder("ABC1D23")
+    first.feed(encode_counts(3, DoorCounts(open=False, entered=100, exited=50)), T0)
+    first.feed(encode_counts(3, DoorCounts(open=True, entered=104, exited=50)), T0 + 1000)
+    first.feed(encode_counts(3, DoorCounts(open=True, entered=106, exited=51)), T0 + 2000)
+    saved = first.state()  # 2 boarded and 1 alighted since the open record, not yet reported
+    assert saved["3"]["boarded"] == 2
+    assert saved["3"]["alighted"] == 1
+    second = ApcDecoder("ABC1D23")
+    assert second.restore(saved) == 1
+    out = second.feed(encode_counts(3, DoorCounts(open=False, entered=109, exited=55)), T0 + 9000)
+    assert [fields(r) for r in out] == [
+        {"ts": "2026-03-02T14:23:14.000Z", "kind": "door", "door": 3, "open": False,
+         "boarded": 5, "alighted": 5},  # 2 + (109 - 106); 1 + (55 - 51)
+    ]
+
+
+def test_restore_skips_entries_that_do_not_parse() -> None:
+    decoder = ApcDecoder("ABC1D23")
+    assert decoder.restore({"1": {"last": {"open": True}}, "x": {}, "2": "nonsense"}) == 0
+    assert decoder.state() == {}
