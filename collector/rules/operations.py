@@ -169,7 +169,8 @@ class Operations:
                 t.stop = None
             t.vehicle = v.id
             known = self.registry.vehicles.get(v.id)
-            t.capacity = known.max_on_board if known is not None else None
+            if known is not None:   # the replacement's seats and capacity judge the passengers
+                t.seats, t.capacity = known.seats, known.max_on_board
             if t.on_board:
                 self.hot.add(v.id)
         vs.scheduled = None
@@ -195,8 +196,8 @@ class Operations:
             out.append(one)
         out.extend(trips.occupancy_open(t, ms))
         del self.trips[t.id]
-        if t.line is not None and t.seats is not None:
-            self.book.add(t.line, t.profile, t.start_ms, t.passenger_km, t.seats)
+        if t.line is not None and t.offered_seats is not None:
+            self.book.add(t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats)
         return out
 
     def _depart(self, t: trips.TripOps, v: Vehicle, ms: int) -> list[Finding]:
@@ -299,8 +300,8 @@ class Operations:
                 if one is not None:
                     out.append(one)
             out.extend(trips.occupancy_open(t, None))
-            if t.line is not None and t.seats is not None:
-                running.append((t.line, t.profile, t.start_ms, t.passenger_km, t.seats))
+            if t.line is not None and t.offered_seats is not None:
+                running.append((t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats))
         out.extend(self.ledger.pending(as_of))
         for vid, vs in self.vehicles.items():
             v = self.engine.vehicles[vid]

@@ -84,6 +84,8 @@ class TripOps:
         self.vehicle = vehicle
         self.seats = seats
         self.capacity = capacity
+        #: the seats the trip was offered with (its first vehicle): the index's seat-km
+        self.offered_seats = seats
         self.scheduled_ms = scheduled_ms
         self.departed_ms: int | None = None
         self.terminal: str | None = None

@@ -215,3 +215,14 @@ def test_the_index_is_a_statistic_alone_in_ba() -> None:
     (f,) = tl.findings_of("occupancy.index", as_of_ms=30 * 24 * HOUR + 17 * HOUR, profile="BA")
     assert f["details"] == {"month": "2000-03", "trips": 1, "passenger_km": 4000.0,
                             "seat_km": 4000.0, "index": 1.0}
+
+
+def test_passengers_follow_the_trip_to_a_replacement_vehicle() -> None:
+    tl = departed("SP-R", boarded=30)                       # 30 on board V1, broken down at X
+    tl.slot("V2", 100 * MIN, 1, "C2", "work").speed("V2", 100 * MIN, 0).at("V2", 100 * MIN, X)
+    tl.start_trip("V2", 110 * MIN, "SP-R", None)            # the 30 move to V2
+    tl.door("V2", 112 * MIN, boarded=11)                    # 41 on board V2 (40 seats)
+    tl.door("V1", 113 * MIN, boarded=50)                    # V1 is released: not counted
+    (f,) = tl.findings_of("occupancy.standing")
+    assert (f["vehicle"], f["start"], f["details"]["peak_on_board"]) == (
+        "V2", "2026-03-02T11:52:00.000Z", 41)
