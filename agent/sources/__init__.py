@@ -28,7 +28,7 @@ def make_source(
     if config.protocol == "registrador":
         from agent.sources.registrador import RegistradorSource
 
-        return RegistradorSource(config, vehicle, sink, clock, stop, last_device_seq)
+        return RegistradorSource(config, vehicle, sink, clock, stop, last_device_seq, state)
     if config.protocol == "nmea":
         from agent.sources.gps import GpsSource
 

@@ -46,6 +46,7 @@ class ApcSource(Source):
         self.decoder = self.poller.decoder
         self._restore = threading.Event()  # set: take back the committed state before polling
         self._restore.set()
+        self._saved: dict[str, dict[str, object]] = {}  # the state last handed over, answers left out
 
     def dropped(self, records: list[Record]) -> None:
         """A full disk dropped records of ours: go back to the state last committed."""
@@ -62,19 +63,26 @@ class ApcSource(Source):
         except ValueError:
             saved = {}
         restored = self.poller.decoder.restore(saved if isinstance(saved, dict) else {})
+        self._saved = {}
         log.info("%s: counters' state restored for %d sensor(s)", self.name, restored)
         self.state.resume()
 
     def deliver(self, records: list[Record]) -> None:
         """Records come stamped by the decoder with the time keeper's estimate: pass them on,
         with the decoder's state after them (committed together)."""
-        if records:
-            self.records += len(records)
-            if self.state is None:
+        if self.state is None:
+            if records:
+                self.records += len(records)
                 self.sink(self.name, records)
-            else:
-                state = json.dumps(self.poller.decoder.state(), separators=(",", ":"))
-                self.state.save(self.name, records, state)
+            return
+        # The state goes with the records, and on its own whenever a baseline moves (a first
+        # answer, passengers counted): a restart then counts from it, not from a later answer.
+        state = self.poller.decoder.state()
+        moved = {a: {**d, "answers": 0} for a, d in state.items()}
+        if records or moved != self._saved:
+            self._saved = moved
+            self.records += len(records)
+            self.state.save(self.name, records, json.dumps(state, separators=(",", ":")))
 
     def _exchange(self, port: serial.Serial, request: bytes) -> bool:
         """Send one request, read its answer until a frame completes or the reply times out."""

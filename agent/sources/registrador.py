@@ -12,6 +12,7 @@ catch-up also covers the time the agent itself was not running.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import serial
 
 from agent.config import DeviceConfig
-from agent.sources.base import Sink
+from agent.sources.base import Sink, StateHooks
 from agent.sources.stream import StreamSource
 from agent.timekeeper import TimeKeeper
 from protocols.records import Record
@@ -63,8 +64,10 @@ class RegistradorSource(StreamSource):
         clock: TimeKeeper,
         stop: threading.Event,
         last_device_seq: Callable[[], int | None] | None = None,
+        state: StateHooks | None = None,
     ) -> None:
         super().__init__(config, vehicle, sink, clock, stop)
+        self.state = state
         self.reg_decoder = RegistradorDecoder(vehicle)
         self.decoder = self.reg_decoder
         self.last_device_seq = last_device_seq or (lambda: None)
@@ -78,12 +81,40 @@ class RegistradorSource(StreamSource):
         self._rewind_lock = threading.Lock()
         self._rewind_to: int | None = None  # the first frame a full disk made the buffer drop
 
+    def _saved_floor(self) -> int | None:
+        """The catch-up floor committed with our last records (every frame below it is done)."""
+        if self.state is None:
+            return None
+        try:
+            saved = json.loads(self.state.load() or "{}")
+            floor = saved.get("floor") if isinstance(saved, dict) else None
+        except ValueError:
+            return None
+        return floor if isinstance(floor, int) and floor > 0 else None
+
+    def floor(self) -> int | None:
+        """The lowest frame not yet captured nor given up: the next expected, or the first
+        of a range still to download (None before the first frame)."""
+        firsts = [first for first, _, _ in self._wanted]
+        if self._request is not None:
+            firsts.append(self._request.first)
+        if self._expect is not None:
+            firsts.append(self._expect)
+        return min(firsts) if firsts else None
+
     def session(self, port: serial.Serial) -> None:
         """Read (and catch up) until silent, hung up or stopped."""
         self._port = port
-        last = self.last_device_seq()
-        self._expect = None if last is None else last + 1
-        self._request = None  # an answer to a request on the old line will not come
+        if self._expect is None:
+            # The first session of this run: from the floor saved with the records (a range
+            # still being downloaded when the agent was killed), else after the last frame.
+            last = self.last_device_seq()
+            floor = self._saved_floor()
+            self._expect = floor if floor is not None else None if last is None else last + 1
+        req = self._request
+        if req is not None:  # its answer will not come on the new line: ask again
+            self._wanted.appendleft((req.first, req.last, req.tries - 1))
+            self._request = None
         try:
             super().session(port)
         finally:
@@ -103,14 +134,24 @@ class RegistradorSource(StreamSource):
         if first is not None:
             self._expect = first if self._expect is None else min(self._expect, first)
             self._wanted.clear()  # the next frame asks for the whole gap again
+            if self.state is not None:
+                self.state.resume()
 
     def deliver(self, records: list[Record]) -> None:
-        """Hand records on, and queue history requests for the gaps they reveal."""
+        """Hand records on with the catch-up floor (committed together), and queue history
+        requests for the gaps they reveal."""
         self._rewind()
-        super().deliver(records)
-        seqs = sorted({r["device_seq"] for r in records if r.get("device_seq") is not None})
-        if seqs:
-            self._note(seqs)
+        if records:
+            self.clock.observe(records[-1]["ts"], self.name)
+            self.records += len(records)
+            seqs = sorted({r["device_seq"] for r in records if r.get("device_seq") is not None})
+            if seqs:
+                self._note(seqs)
+            floor = self.floor()
+            if self.state is None or floor is None:
+                self.sink(self.name, records)
+            else:
+                self.state.save(self.name, records, json.dumps({"floor": floor}))
         self.idle()
 
     def _note(self, seqs: list[int]) -> None:

@@ -22,13 +22,16 @@ def write_agent_config(
     gps: str | None = None,
     apc: str | None = None,
     ack_timeout_s: float = 2.0,
+    doors: int = 1,
+    buffer_extra: str = "",
 ) -> Path:
-    """An agent.toml with the given device paths and test-friendly timings."""
+    """An agent.toml with the given device paths and test-friendly timings (``doors`` counters
+    at addresses 1…doors; ``buffer_extra``: more TOML lines for ``[buffer]``)."""
     folder.mkdir(parents=True, exist_ok=True)
     quick = "silent_after_s = 2\nreopen_min_s = 0.1\nreopen_max_s = 0.5\n"
     text = (
         f'vehicle = "{VEHICLE}"\n'
-        '[buffer]\npath = "buffer.sqlite"\ncommit_interval_ms = 50\n'
+        f'[buffer]\npath = "buffer.sqlite"\ncommit_interval_ms = 50\n{buffer_extra}'
         f'[broker]\nurl = "{broker_url}"\nclient_id = "agent-under-test"\n'
         f"[uplink]\nbatch_records = 200\nbatch_interval_ms = 100\nmax_in_flight = 4\n"
         f"ack_timeout_s = {ack_timeout_s}\n"
@@ -41,8 +44,9 @@ def write_agent_config(
         text += (
             f'[[devices]]\nname = "doors"\nprotocol = "apc"\nport = "{apc}"\nbaudrate = 19200\n'
             f"poll_interval_s = 0.05\nreply_timeout_s = 0.2\n{quick}"
-            "[[devices.counters]]\naddress = 1\ndoor = 1\n"
         )
+        for address in range(1, doors + 1):
+            text += f"[[devices.counters]]\naddress = {address}\ndoor = {address}\n"
     path = folder / "agent.toml"
     path.write_text(text)
     return path
@@ -58,15 +62,23 @@ class AgentProcess:
         self.log = self.folder / "agent.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
-        """Start ``frota agent run``."""
+    def start(self, env: dict[str, str] | None = None) -> None:
+        """Start ``frota agent run`` (with ``env`` added to the environment)."""
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "frota", "agent", "run", "--config", str(self.config)],
                 cwd=PROJECT,
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env=None if env is None else {**os.environ, **env},
             )
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no goodbye (a power cut, as far as the process can tell)."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
 
     def wait_open(self, *ttys: str, timeout: float = 20.0) -> None:
         """Wait until the agent process has every one of ``ttys`` open (seen in /proc)."""
