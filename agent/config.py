@@ -14,6 +14,8 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from protocols.uplink import check_broker_url
+
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the key and what is wrong."""
@@ -111,16 +113,7 @@ class BrokerConfig(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("mqtt", "mqtts"):
-            raise ValueError(f"{value!r} is not an mqtt:// or mqtts:// URL")
-        if not parts.hostname:
-            raise ValueError(f"{value!r} has no host")
-        try:
-            parts.port  # noqa: B018 - raises ValueError on a bad port
-        except ValueError as err:
-            raise ValueError(f"{value!r} has a bad port") from err
-        return value
+        return check_broker_url(value)
 
     @model_validator(mode="after")
     def _check(self) -> BrokerConfig:

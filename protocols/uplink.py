@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import zstandard
 
@@ -46,6 +47,21 @@ def ack_topic(vehicle: str) -> str:
 def status_topic(vehicle: str) -> str:
     """Retained topic with the agent's ``online``/``offline`` status (the last will)."""
     return f"{TOPIC_ROOT}/{vehicle}/status"
+
+
+def check_broker_url(value: str) -> str:
+    """``value`` if it is an ``mqtt://`` or ``mqtts://`` URL with a host and a valid port, else
+    ValueError with the reason (the agent's and the collector's ``broker.url``)."""
+    parts = urlsplit(value)
+    if parts.scheme not in ("mqtt", "mqtts"):
+        raise ValueError(f"{value!r} is not an mqtt:// or mqtts:// URL")
+    if not parts.hostname:
+        raise ValueError(f"{value!r} has no host")
+    try:
+        _ = parts.port  # raises ValueError on a port that is not a number or out of range
+    except ValueError as err:
+        raise ValueError(f"{value!r} has a bad port") from err
+    return value
 
 
 def vehicle_of_topic(topic: str) -> str | None:
