@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from protocols.uplink import MAX_PAYLOAD_BYTES
+from protocols.uplink import MAX_PAYLOAD_BYTES, check_broker_url
 
 
 class ConfigError(ValueError):
@@ -48,16 +48,7 @@ class BrokerConfig(_Strict):
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("mqtt", "mqtts"):
-            raise ValueError(f"{value!r} must start with mqtt:// or mqtts://")
-        if not parts.hostname:
-            raise ValueError(f"{value!r} has no host")
-        try:
-            _ = parts.port
-        except ValueError as err:
-            raise ValueError(f"{value!r} has a bad port") from err
-        return value
+        return check_broker_url(value)
 
     @property
     def host(self) -> str:

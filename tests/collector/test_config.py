@@ -48,7 +48,7 @@ def test_defaults_and_tls() -> None:
         ("[broker]\n", "collector.toml: registry: missing (required)"),
         ('registry = "f.json"\ncolour = 1\n', "collector.toml: colour: unknown key"),
         ('registry = "f.json"\n[broker]\nurl = "http://x"\n',
-         "collector.toml: broker.url: 'http://x' must start with mqtt:// or mqtts://"),
+         "collector.toml: broker.url: 'http://x' is not an mqtt:// or mqtts:// URL"),
         ('registry = "f.json"\n[broker]\nurl = "mqtt://"\n',
          "collector.toml: broker.url: 'mqtt://' has no host"),
         ('registry = "f.json"\n[broker]\nurl = "mqtt://h:99999"\n',
