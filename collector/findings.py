@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
@@ -32,15 +32,6 @@ from collector.store import Store
 
 log = logging.getLogger(__name__)
 
-CREATE: Final = (
-    "CREATE TABLE IF NOT EXISTS findings (id TEXT PRIMARY KEY, rule TEXT NOT NULL, "
-    "vehicle TEXT, driver TEXT, start_ms BIGINT NOT NULL, end_ms BIGINT, finding TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS findings_state (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
-)
-INSERT: Final = ("INSERT INTO findings (id, rule, vehicle, driver, start_ms, end_ms, finding) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?)")
-
-
 def now_ms() -> int:
     """The collector's clock, ms since the epoch: the ``as_of`` of live evaluations."""
     return time.time_ns() // 1_000_000
@@ -49,9 +40,7 @@ def now_ms() -> int:
 def stored_records(store: Store, as_of_ms: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Every stored record with ts <= ``as_of`` as (ts ms, record), vehicle by vehicle."""
     until = None if as_of_ms is None else as_of_ms + 1
-    with store._lock:
-        vehicles = sorted(str(row[0]) for row in store._query("SELECT DISTINCT vehicle FROM records"))
-    for vehicle in vehicles:
+    for vehicle in store.vehicle_ids():
         for text in store.records(vehicle, None, until):
             rec = orjson.loads(text)
             yield fast_ts_ms(rec["ts"]), rec
@@ -76,53 +65,20 @@ def evaluate_store(store: Store, registry: fleet.Registry, as_of_ms: int,
     return engine.findings(as_of_ms)
 
 
-def _ensure(store: Store) -> None:
-    # The store's transaction and query hooks (collector/store.py) run this module's own tables.
-    with store._lock, store._transaction() as tx:
-        for sql in CREATE:
-            store._executemany(tx, sql, [()])
-
-
 def save(store: Store, findings: list[Finding], as_of_ms: int) -> None:
     """Replace the stored findings (one transaction) and remember their ``as_of``."""
-    _ensure(store)
     rows = [(f["id"], f["rule"], f["vehicle"], f["driver"], fast_ts_ms(f["start"]),
              None if f["end"] is None else fast_ts_ms(f["end"]), orjson.dumps(f).decode())
             for f in findings]
-    with store._lock, store._transaction() as tx:
-        store._executemany(tx, "DELETE FROM findings", [()])
-        if rows:
-            store._executemany(tx, INSERT, rows)
-        store._executemany(tx, "DELETE FROM findings_state WHERE name = ?", [("as_of_ms",)])
-        store._executemany(tx, "INSERT INTO findings_state (name, value) VALUES (?, ?)",
-                           [("as_of_ms", as_of_ms)])
+    store.replace_findings(rows, as_of_ms)
 
 
 def load(store: Store, vehicle: str | None = None,
          since_ms: int | None = None) -> tuple[list[Finding], int | None]:
     """The stored findings (of a vehicle; ending at or after ``since``, or still open) in
     contract.md's order, and the ``as_of`` they were computed for (None: never evaluated)."""
-    _ensure(store)
-    sql = "SELECT finding FROM findings WHERE 1 = 1"
-    params: list[Any] = []
-    if vehicle is not None:
-        sql += " AND vehicle = ?"
-        params.append(vehicle)
-    if since_ms is not None:
-        sql += " AND (end_ms IS NULL OR end_ms >= ?)"
-        params.append(since_ms)
-    with store._lock, store._transaction():   # one snapshot: the rows and their as_of
-        rows = store._query(sql, tuple(params))
-        state = store._query("SELECT value FROM findings_state WHERE name = ?", ("as_of_ms",))
-    found = sorted((orjson.loads(str(row[0])) for row in rows), key=sort_key)
-    return found, int(state[0][0]) if state else None
-
-
-def newest_row(store: Store) -> int:
-    """The newest stored record's row id (0 for an empty store): cheap change detection."""
-    with store._lock:
-        rows = store._query("SELECT max(id) FROM records")
-    return int(rows[0][0] or 0)
+    texts, as_of = store.findings(vehicle, since_ms)
+    return sorted((orjson.loads(text) for text in texts), key=sort_key), as_of
 
 
 class LiveFindings:
@@ -147,7 +103,6 @@ class LiveFindings:
 
     def start(self) -> None:
         """Start the evaluator thread."""
-        _ensure(self.store)
         self._thread.start()
 
     def stop(self) -> None:
@@ -183,7 +138,7 @@ class LiveFindings:
         while not self._stop.wait(self.poll_s):
             try:
                 now = time.monotonic()
-                newest = newest_row(self.store)
+                newest = self.store.newest_record_id()
                 if newest != seen:
                     seen = newest
                     quiet_since = now

@@ -69,6 +69,12 @@ INSERT_REJECT: Final = (
     f"VALUES ({', '.join('?' * len(REJECT_COLUMNS))})"
 )
 PAGE: Final = 1000
+#: Columns of ``findings`` in the order of :meth:`Store.replace_findings`'s tuples.
+FINDING_COLUMNS: Final = ("id", "rule", "vehicle", "driver", "start_ms", "end_ms", "finding")
+INSERT_FINDING: Final = (
+    f"INSERT INTO findings ({', '.join(FINDING_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(FINDING_COLUMNS))})"
+)
 
 
 class StoreError(Exception):
@@ -178,6 +184,12 @@ class Store(ABC):
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read-only query."""
 
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query outside any transaction (a backend may use its own
+        connection for it, so that readers do not wait for the writer)."""
+        with self._lock:
+            return self._query(sql, params)
+
     @abstractmethod
     def migrate(self) -> list[str]:
         """Apply the named migrations not applied yet; return their names."""
@@ -237,7 +249,53 @@ class Store(ABC):
             self._executemany(tx, INSERT_RECORD, [record_row(stored, received_ms)])
             return stored
 
+    def replace_findings(self, rows: Sequence[tuple[Any, ...]], as_of_ms: int) -> None:
+        """Replace every stored finding by ``rows`` (tuples in :data:`FINDING_COLUMNS` order) and
+        remember the ``as_of`` they were judged at, in ONE transaction."""
+        with self._lock, self._transaction() as tx:
+            self._executemany(tx, "DELETE FROM findings", [()])
+            if rows:
+                self._executemany(tx, INSERT_FINDING, rows)
+            self._executemany(tx, "DELETE FROM findings_state WHERE name = ?", [("as_of_ms",)])
+            self._executemany(
+                tx, "INSERT INTO findings_state (name, value) VALUES (?, ?)", [("as_of_ms", as_of_ms)]
+            )
+
     # -- reads -----------------------------------------------------------------------------
+    def findings(
+        self, vehicle: str | None = None, since_ms: int | None = None
+    ) -> tuple[list[str], int | None]:
+        """The stored findings' JSON (of a vehicle; ending at or after ``since``, or still open),
+        unordered, and the ``as_of`` they were judged at (None: never evaluated)."""
+        # One statement, so one snapshot on both backends: the as_of row, then the findings.
+        sql = (
+            "SELECT 0, NULL, value FROM findings_state WHERE name = 'as_of_ms' "
+            "UNION ALL SELECT 1, finding, NULL FROM findings WHERE 1 = 1"
+        )
+        params: list[Any] = []
+        if vehicle is not None:
+            sql += " AND vehicle = ?"
+            params.append(vehicle)
+        if since_ms is not None:
+            sql += " AND (end_ms IS NULL OR end_ms >= ?)"
+            params.append(since_ms)
+        as_of: int | None = None
+        found: list[str] = []
+        for first, text, value in self._read(sql, tuple(params)):
+            if int(first) == 0:
+                as_of = int(value)
+            else:
+                found.append(str(text))
+        return found, as_of
+
+    def newest_record_id(self) -> int:
+        """The newest stored record's row id (0 for an empty store): cheap change detection."""
+        return int(self._read("SELECT max(id) FROM records")[0][0] or 0)
+
+    def vehicle_ids(self) -> list[str]:
+        """Every vehicle with stored records (from ``records``: operator entries included)."""
+        return sorted(str(row[0]) for row in self._read("SELECT DISTINCT vehicle FROM records"))
+
     def records(
         self, vehicle: str, since_ms: int | None = None, until_ms: int | None = None
     ) -> Iterator[str]:

@@ -65,6 +65,26 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
         );
         """,
     ),
+    (
+        # IF NOT EXISTS: before this migration collector/findings.py created these tables itself,
+        # with exactly this layout, so a database from then already has them.
+        "004_findings",
+        """
+        CREATE TABLE IF NOT EXISTS findings (
+            id TEXT PRIMARY KEY,
+            rule TEXT NOT NULL,
+            vehicle TEXT,
+            driver TEXT,
+            start_ms BIGINT NOT NULL,
+            end_ms BIGINT,
+            finding TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS findings_state (
+            name TEXT PRIMARY KEY,
+            value BIGINT NOT NULL
+        );
+        """,
+    ),
 )
 
 _PLACEHOLDER = re.compile(r"\?")

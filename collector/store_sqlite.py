@@ -70,11 +70,25 @@ def _m003_vehicles(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m004_findings(db: sqlite_utils.Database) -> None:
+    # Raw SQL with IF NOT EXISTS, not sqlite-utils' create(): before this migration
+    # collector/findings.py created these tables itself, with exactly this SQL, so a database
+    # from then already has them (same layout; frota/demo reads them).
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS findings (id TEXT PRIMARY KEY, rule TEXT NOT NULL, "
+        "vehicle TEXT, driver TEXT, start_ms BIGINT NOT NULL, end_ms BIGINT, finding TEXT NOT NULL)"
+    )
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS findings_state (name TEXT PRIMARY KEY, value BIGINT NOT NULL)"
+    )
+
+
 #: Applied in order, each once, recorded by name in ``migrations``. Append, never edit.
 MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
     ("001_records", _m001_records),
     ("002_rejects", _m002_rejects),
     ("003_vehicles", _m003_vehicles),
+    ("004_findings", _m004_findings),
 )
 
 

@@ -3,10 +3,14 @@ open finding keeping its id as late records arrive."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
 from typing import Any
 
+import psycopg
+
 from collector import findings
-from collector.store import Store, record_row
+from collector.store import Store, open_store, record_row
 from protocols.records import ts_to_ms
 from tests.collector.rules.timeline import MIN
 from tests.collector.rules.trip_fixture import REGISTRY, B, departed
@@ -55,3 +59,41 @@ def test_an_open_interruption_keeps_its_id_when_the_backlog_arrives(store: Store
     same = next(f for f in later if f["rule"] == "trip.interruption")
     assert same["id"] == first["id"]
     assert (same["severity"], same["details"]["duration_min"]) == ("infraction", 130.0)
+
+
+def _execute(url: str, sql: str) -> None:
+    """Run one statement on the store's database behind the store's back."""
+    if url.startswith("postgresql://"):
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(sql.encode())
+    else:
+        with closing(sqlite3.connect(url, isolation_level=None)) as conn:
+            conn.execute(sql)
+
+
+def test_a_database_whose_findings_tables_came_before_their_migration_keeps_them(
+    store_url: str,  # noqa: F811
+) -> None:
+    """Before migration 004_findings, collector.findings created the two tables itself (same
+    layout): such a database gets the migration recorded and keeps its findings."""
+    first = open_store(store_url)
+    recs = _records()
+    first.put([record_row(r, 0) for r in recs])
+    as_of = ts_to_ms("2026-03-02T14:00:00Z")
+    found = findings.evaluate_store(first, REGISTRY, as_of)
+    findings.save(first, found, as_of)
+    first.close()
+    _execute(store_url, "DELETE FROM migrations WHERE name = '004_findings'")
+    again = open_store(store_url)
+    try:
+        assert again.migrate() == []            # applied while opening, just above
+        assert findings.load(again) == (found, as_of)
+        assert again.vehicle_ids() == ["V1"]
+        assert again.newest_record_id() == len(recs)
+    finally:
+        again.close()
+    reopened = open_store(store_url)
+    try:
+        assert reopened.migrate() == []
+    finally:
+        reopened.close()
