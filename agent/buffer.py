@@ -13,17 +13,26 @@ writer (``agent/writer.py``) commits. The schema is migrated by name (the ``migr
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import sqlite3
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import orjson
 
 from protocols.records import Record, ts_to_ms
+
+log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+#: WAL pages before an automatic checkpoint (SQLite's default is 1000).
+WAL_PAGES: Final = 64
 
 PENDING: Final = 0
 STORED: Final = 1
@@ -103,6 +112,10 @@ def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
         # FULL: a committed record survives a power cut, not only a crash (issue 5).
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA foreign_keys=ON")
+        # A small WAL, checkpointed often: on a really full disk the pages it holds must still
+        # fit into the database file (firmware-notes/agent.md, "A full disk").
+        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_PAGES * 4096 * 2}")
         if max_bytes is not None:
             # buffer.max_size_mb: SQLite's own cap; past it a write fails as on a full disk.
             (page,) = conn.execute("PRAGMA page_size").fetchone()
@@ -110,6 +123,49 @@ def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
     except (sqlite3.Error, OSError) as err:
         raise BufferError(f"cannot open the buffer {path}: {err}") from err
     return conn
+
+
+def reserve_path(path: Path) -> Path:
+    """The reserve file beside the buffer (``buffer.sqlite.reserve``)."""
+    return path.with_name(path.name + ".reserve")
+
+
+def ensure_reserve(path: Path, size: int) -> bool:
+    """Create the reserve file of ``size`` bytes if missing; False if the disk has no room.
+
+    On a really full filesystem SQLite cannot even mark records uploaded or delete old ones (the
+    WAL needs a few pages): the reserve is given back then (:func:`release_reserve`), and taken
+    again once there is room.
+    """
+    reserve = reserve_path(path)
+    if size <= 0 or (reserve.exists() and reserve.stat().st_size >= size):
+        return True
+    try:
+        with reserve.open("wb") as out:
+            os.posix_fallocate(out.fileno(), 0, size)
+    except OSError:
+        with contextlib.suppress(OSError):
+            reserve.unlink()
+        return False
+    return True
+
+
+def release_reserve(path: Path) -> bool:
+    """Delete the reserve file to give SQLite room; True if there was one."""
+    try:
+        reserve_path(path).unlink()
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return False
+    return True
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Roll back if a transaction is still open: on SQLITE_FULL SQLite may have rolled it back
+    already, and a second ROLLBACK would hide the real error."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
@@ -130,7 +186,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, _wall_ms()))
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            _rollback(conn)
             raise
         applied.append(name)
     return applied
@@ -167,8 +223,14 @@ def _body(rec: Record, agent: str, seq: int) -> str:
 class Buffer:
     """One connection to the buffer: capture records, read pending ones, mark answers."""
 
-    def __init__(self, path: str | Path, max_bytes: int | None = None) -> None:
+    def __init__(
+        self, path: str | Path, max_bytes: int | None = None, keep_free: int | None = None
+    ) -> None:
         self.path = Path(path)
+        self.max_bytes = max_bytes
+        #: Bytes left free on the filesystem: the buffer stops growing there, as at max_bytes,
+        #: so a full disk never leaves SQLite without room to mark, checkpoint and evict.
+        self.keep_free = keep_free
         self.conn = _connect(self.path, max_bytes)
         try:
             migrate(self.conn)
@@ -188,7 +250,7 @@ class Buffer:
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('agent', ?)", (agent,))
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            _rollback(self.conn)
             raise
         return agent
 
@@ -223,6 +285,7 @@ class Buffer:
         now = _wall_ms()
         seqs: list[int] = []
         try:
+            self._limit_growth()
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 seq = self._last_seq() + 1
@@ -267,13 +330,30 @@ class Buffer:
                     )
                 self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                _rollback(self.conn)
                 raise
         except sqlite3.Error as err:
             raise BufferError(
                 f"cannot write to the buffer {self.path}: {err}", full=_is_full(err)
             ) from err
         return seqs
+
+    def _limit_growth(self) -> None:
+        """Cap the database (``max_page_count``) so ``keep_free`` bytes stay free on its disk."""
+        if self.keep_free is None:
+            return
+        try:
+            fs = os.statvfs(self.path.parent)
+        except OSError:
+            return
+        page = int(self.conn.execute("PRAGMA page_size").fetchone()[0])
+        pages = int(self.conn.execute("PRAGMA page_count").fetchone()[0])
+        room = fs.f_bavail * fs.f_frsize - self.keep_free
+        # A new page takes room twice until checkpointed: in the WAL, then in the database.
+        allowed = pages + max(0, room) // (2 * page)
+        if self.max_bytes is not None:
+            allowed = min(allowed, max(1, self.max_bytes // page))
+        self.conn.execute(f"PRAGMA max_page_count={allowed}")
 
     def source_state(self, source: str) -> str | None:
         """The state last saved with ``source``'s records (see :meth:`add`), or None."""
@@ -297,7 +377,7 @@ class Buffer:
                 ).rowcount
                 self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                _rollback(self.conn)
                 raise
         except sqlite3.Error as err:
             raise BufferError(
@@ -340,7 +420,39 @@ class Buffer:
     def mark(
         self, stored: Sequence[tuple[int, int]], rejected: Sequence[tuple[int, int, str]]
     ) -> int:
-        """Record the collector's answer: stored ranges, rejected ranges with reasons; return rows."""
+        """Record the collector's answer: stored ranges, rejected ranges with reasons; return rows.
+
+        On a full disk the reserve file is given back and the answer written again.
+        """
+        return self.when_full(lambda: self._mark(stored, rejected))
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database and start it over (its file's room is then reused)."""
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute("PRAGMA wal_checkpoint(RESTART)")
+
+    def when_full(self, write: Callable[[], _T]) -> _T:
+        """Run ``write``; on a full disk make room and run it again, at most twice: first the
+        WAL is checkpointed (its room reused), then the reserve file is given back (room for the
+        checkpoint itself: the WAL's new pages must fit into the database file)."""
+        try:
+            return write()
+        except BufferError as err:
+            if not err.full:
+                raise
+        self.checkpoint()
+        try:
+            return write()
+        except BufferError as err:
+            if not (err.full and release_reserve(self.path)):
+                raise
+            log.warning("disk full: the buffer's reserve file %s given back", reserve_path(self.path))
+        self.checkpoint()  # the WAL's pages now fit into the database file
+        return write()
+
+    def _mark(
+        self, stored: Sequence[tuple[int, int]], rejected: Sequence[tuple[int, int, str]]
+    ) -> int:
         now = _wall_ms()
         changed = 0
         try:
@@ -360,10 +472,12 @@ class Buffer:
                     ).rowcount
                 self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                _rollback(self.conn)
                 raise
         except sqlite3.Error as err:
-            raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err
+            raise BufferError(
+                f"cannot write to the buffer {self.path}: {err}", full=_is_full(err)
+            ) from err
         return changed
 
     def _last_seq(self) -> int:
@@ -390,7 +504,7 @@ class Buffer:
                 ).rowcount
                 self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                _rollback(self.conn)
                 raise
         except sqlite3.Error as err:
             raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err

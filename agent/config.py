@@ -157,6 +157,8 @@ class BufferConfig(_Strict):
     retention_days: Annotated[int, Field(ge=1)] = 90
     #: A cap on the buffer's size (SQLite ``max_page_count``); past it, as on a full disk.
     max_size_mb: Annotated[float, Field(gt=0)] | None = None
+    #: Space kept in a file beside the buffer and given back when the disk is full (MiB).
+    reserve_mb: Annotated[float, Field(ge=0)] = 1.0
 
     @property
     def max_bytes(self) -> int | None:

@@ -44,7 +44,10 @@ class Agent:
         self.clock = TimeKeeper()
         self.wake = threading.Event()
         buf = config.buffer
-        self.writer = BufferWriter(buf.path, buf.commit_records, buf.commit_interval_ms, buf.max_bytes)
+        self.writer = BufferWriter(
+            buf.path, buf.commit_records, buf.commit_interval_ms, buf.max_bytes,
+            int(buf.reserve_mb * 1024 * 1024),
+        )
         self.writer.notify(self.wake)
         self.writer.full_record = functools.partial(self._own, "buffer_full")
         self.writer.on_drop = self._dropped

@@ -22,13 +22,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.buffer import Buffer, BufferError
+from agent.buffer import Buffer, BufferError, ensure_reserve, reserve_path
 from protocols.records import Record
 
 log = logging.getLogger(__name__)
 
 #: How many stored records one eviction deletes at least (a full disk frees room in steps).
 EVICT_AT_LEAST = 1000
+#: Stored records deleted per transaction while evicting.
+EVICT_STEP = 50
+#: How often the writer tries to take its reserve file back after giving it up (seconds).
+RESERVE_RETRY_S = 60.0
 
 
 @dataclass
@@ -62,8 +66,13 @@ class BufferWriter:
         commit_records: int = 200,
         commit_interval_ms: int = 200,
         max_bytes: int | None = None,
+        reserve_bytes: int = 0,
     ) -> None:
-        self.buffer = Buffer(path, max_bytes)
+        # The reserve's size is also kept free on the disk (see Buffer.keep_free).
+        self.buffer = Buffer(path, max_bytes, keep_free=reserve_bytes or None)
+        self.reserve_bytes = reserve_bytes
+        self._reserve_ok = ensure_reserve(self.buffer.path, reserve_bytes)
+        self._reserve_tried = time.monotonic()
         self.commit_records = commit_records
         self.commit_interval_s = commit_interval_ms / 1000.0
         self._queue: queue.Queue[Group | None] = queue.Queue()
@@ -188,6 +197,11 @@ class BufferWriter:
                 return
         if owed is not None:
             self._owed_full = None
+        if not reserve_path(self.buffer.path).exists():
+            self._reserve_ok = False
+        if not self._reserve_ok and time.monotonic() - self._reserve_tried > RESERVE_RETRY_S:
+            self._reserve_tried = time.monotonic()
+            self._reserve_ok = ensure_reserve(self.buffer.path, self.reserve_bytes)
         self.error = None
         self.commits += 1
         self.captured += len(seqs)
@@ -198,11 +212,17 @@ class BufferWriter:
 
     def _evict(self) -> bool:
         """Delete the oldest stored records to make room; False if there is none to delete."""
+        deleted = 0
         try:
-            deleted = self.buffer.evict_oldest(EVICT_AT_LEAST)
+            # A really full disk: even a DELETE needs room in the WAL (checkpoint, reserve),
+            # so records go in small transactions.
+            while deleted < EVICT_AT_LEAST:
+                step = self.buffer.when_full(lambda: self.buffer.evict_oldest(EVICT_STEP))
+                deleted += step
+                if step < EVICT_STEP:
+                    break
         except BufferError as err:
             log.error("%s", err)
-            return False
         if deleted:
             self.evicted += deleted
             log.warning("buffer full: %d of the oldest uploaded records evicted", deleted)
