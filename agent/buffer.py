@@ -73,6 +73,14 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
             SELECT 'last_seq', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM records;
         """,
     ),
+    (
+        # frota agent status: each device's latest health record without a full scan (device
+        # records are few; the index costs nothing on the others).
+        "0003-device-records",
+        """
+        CREATE INDEX records_device_kind ON records (seq) WHERE kind = 'device';
+        """,
+    ),
 )
 
 

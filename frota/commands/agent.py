@@ -1,4 +1,4 @@
-"""``frota agent``: the program on the bus (``run`` now; ``status`` comes with the next issue)."""
+"""``frota agent``: the program on the bus (``run``) and a look into its buffer (``status``)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,16 @@ def register(subparsers: Any) -> None:
     )
     run_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
     run_parser.set_defaults(func=run)
+    status_parser = sub.add_parser(
+        "status",
+        help="backlog, last acknowledgement, each device's health and the disk left",
+        description="Read the agent's buffer (read-only; the agent may be running) and show "
+        "the backlog, the last acknowledgement from the collector, each configured device's "
+        "health (its latest device record, time since its last record) and the disk left.",
+    )
+    status_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    status_parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    status_parser.set_defaults(func=status)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -43,3 +53,18 @@ def run(args: argparse.Namespace) -> int:
         return run_agent(config)
     except (ConfigError, BufferError, UplinkError) as err:
         raise UserError(str(err)) from err
+
+
+def status(args: argparse.Namespace) -> int:
+    """Print the agent's status from its buffer."""
+    import json
+
+    from agent.config import ConfigError, load_config
+    from agent.status import StatusError, collect, render
+
+    try:
+        result = collect(load_config(args.config))
+    except (ConfigError, StatusError) as err:
+        raise UserError(str(err)) from err
+    print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
