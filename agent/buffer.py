@@ -20,12 +20,12 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import orjson
 
+from agent import hostclock
 from protocols.records import Record, ts_to_ms
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class Counts:
 
 def _wall_ms() -> int:
     # Diagnostics only (when a record was captured or acknowledged); never a record's ts.
-    return int(datetime.now(tz=UTC).timestamp() * 1000)
+    return hostclock.wall_ms()
 
 
 def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from agent import hostclock
+
 #: A change of (wall − monotonic) larger than this is a step of the host clock (seconds).
 STEP_S = 2.0
 #: A host clock further than this from device time is reported once per run (seconds).
@@ -20,7 +22,7 @@ class ClockWatch:
 
     def __init__(
         self,
-        wall: Callable[[], float] = time.time,
+        wall: Callable[[], float] = hostclock.wall,
         monotonic: Callable[[], float] = time.monotonic,
         step_s: float = STEP_S,
         skew_s: float = SKEW_S,

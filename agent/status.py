@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent import hostclock
 from agent.buffer import reserve_path
 from agent.config import AgentConfig
 
@@ -27,7 +28,7 @@ class StatusError(RuntimeError):
 
 
 def _now_ms() -> int:
-    return int(datetime.now(tz=UTC).timestamp() * 1000)
+    return hostclock.wall_ms()
 
 
 def _iso(ms: int | None) -> str | None:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 
+from agent import hostclock
 from protocols.records import ms_to_ts, ts_to_ms
 
 
 def _wall_ms() -> int:
-    return int(datetime.now(tz=UTC).timestamp() * 1000)
+    return hostclock.wall_ms()
 
 
 class TimeKeeper:
