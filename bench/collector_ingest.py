@@ -11,7 +11,11 @@ subscriber connects and drains them. Three subscribers drain the same backlog in
   ≈157k records/s);
 - ``collector``: the collector's :class:`collector.ingest.Ingest` (decode, validate every record,
   store once with its keys and indexes, commit with ``synchronous=FULL``, publish the ack);
-- ``collector-normal``: the same with ``synchronous=NORMAL``.
+- ``collector-normal``: the same with ``synchronous=NORMAL``;
+- ``collector, rules reading``: ``collector`` while another thread re-reads the whole store
+  (``collector.findings.stored_records``, the live rules' evaluator's read) every 0.5 s — far
+  more often than the evaluator does (after 1 s of quiet, at most 15 s apart): how much its reads
+  slow the ingest's commits.
 
 A last line times :meth:`Ingest.handle` alone on zstd batches (no broker) to show the split.
 Each is run ``--repeat`` times, interleaved, and the best is printed (the machine is shared):
@@ -35,6 +39,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from collector.config import BrokerConfig
+from collector.findings import stored_records
 from collector.ingest import Ingest
 from collector.store import open_store
 from protocols.records import ms_to_ts, ts_to_ms
@@ -121,9 +126,11 @@ def _floor(broker: Mosquitto, lines: Path, total: int, folder: Path) -> float:
     return total / elapsed
 
 
-def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: str) -> float:
-    store = open_store(str(folder / f"collector-{sync}.db"), synchronous=sync)
-    client_id = f"bench-collector-{sync}"
+def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: str,
+               reading: bool = False) -> float:
+    name = f"{sync}-reading" if reading else sync
+    store = open_store(str(folder / f"collector-{name}.db"), synchronous=sync)
+    client_id = f"bench-collector-{name}"
     config = BrokerConfig(url=broker.url, client_id=client_id)
 
     def subscribe() -> None:
@@ -136,10 +143,23 @@ def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: s
     _queue_backlog(broker, lines, subscribe)
     ingest = Ingest(store, lambda: frozenset({VEHICLE}))
     live = ingest.state.vehicle(VEHICLE)
+    stop = threading.Event()
+
+    def read_all() -> None:  # the live evaluator's reads, every 0.5 s
+        while not stop.wait(0.5):
+            for _ in stored_records(store):
+                pass
+
+    reader = threading.Thread(target=read_all, name="reader", daemon=True)
     start = time.perf_counter()
     ingest.connect(config)
+    if reading:
+        reader.start()
     _wait(lambda: live.stored + live.duplicates >= total)
     elapsed = time.perf_counter() - start
+    stop.set()
+    if reading:
+        reader.join()
     ingest.close()
     assert store.count(VEHICLE) == total, store.count(VEHICLE)
     store.close()
@@ -178,7 +198,7 @@ def main() -> None:
             for batch in batches:
                 out.write(encode_batch(VEHICLE, AGENT, batch, compress=False) + b"\n")
         zstd = [encode_batch(VEHICLE, AGENT, b) for b in batches]
-        floor = full = normal = handle = 0.0
+        floor = full = normal = reading = handle = 0.0
         for run in range(args.repeat):
             # a fresh broker and fresh databases each round, so no run inherits another's state
             round_dir = folder / f"run{run}"
@@ -189,6 +209,8 @@ def main() -> None:
                 floor = max(floor, _floor(broker, lines, len(records), round_dir))
                 full = max(full, _collector(broker, lines, len(records), round_dir, "full"))
                 normal = max(normal, _collector(broker, lines, len(records), round_dir, "normal"))
+                reading = max(reading, _collector(broker, lines, len(records), round_dir, "full",
+                                                  reading=True))
             finally:
                 broker.stop()
             handle = max(handle, _handle_only(zstd, len(records), round_dir))
@@ -199,6 +221,8 @@ def main() -> None:
     print(f"floor (paho + json + plain WAL, NORMAL)   {floor:10,.0f} records/s  1.00")
     print(f"collector, synchronous=FULL              {full:10,.0f} records/s  {full / floor:.2f}")
     print(f"collector, synchronous=NORMAL            {normal:10,.0f} records/s  {normal / floor:.2f}")
+    print(f"collector, FULL, rules reading           {reading:10,.0f} records/s  "
+          f"{reading / floor:.2f}")
     print(f"Ingest.handle only (zstd, FULL, no MQTT) {handle:10,.0f} records/s  {handle / floor:.2f}")
 
 

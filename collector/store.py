@@ -304,13 +304,12 @@ class Store(ABC):
         hi = until_ms if until_ms is not None else 1 << 62
         after: tuple[int, int, int] = (lo - 1, 1 << 62, 1 << 62)
         while True:
-            with self._lock:
-                page = self._query(
-                    "SELECT ts_ms, seq, id, record FROM records "
-                    "WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? AND (ts_ms, seq, id) > (?, ?, ?) "
-                    "ORDER BY ts_ms, seq, id LIMIT ?",
-                    (vehicle, max(lo, after[0]), hi, *after, PAGE),
-                )
+            page = self._read(  # page by page: nothing is held between pages
+                "SELECT ts_ms, seq, id, record FROM records "
+                "WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? AND (ts_ms, seq, id) > (?, ?, ?) "
+                "ORDER BY ts_ms, seq, id LIMIT ?",
+                (vehicle, max(lo, after[0]), hi, *after, PAGE),
+            )
             for _, _, _, text in page:
                 yield str(text)
             if len(page) < PAGE:
@@ -321,44 +320,36 @@ class Store(ABC):
     def records_after(self, last_id: int, limit: int = PAGE) -> list[tuple[int, str]]:
         """Records stored after row ``last_id``, in arrival order: (id, JSON) — for readers that
         follow the store (the live rules keep their position as an id)."""
-        with self._lock:
-            rows = self._query(
-                "SELECT id, record FROM records WHERE id > ? ORDER BY id LIMIT ?", (last_id, limit)
-            )
+        rows = self._read(
+            "SELECT id, record FROM records WHERE id > ? ORDER BY id LIMIT ?", (last_id, limit)
+        )
         return [(int(i), str(text)) for i, text in rows]
 
     def vehicles(self) -> list[VehicleState]:
         """The state of every vehicle that has stored records."""
-        with self._lock:
-            rows = self._query(
-                "SELECT vehicle, last_ts_ms, last_received_ms, agent FROM vehicles ORDER BY vehicle"
-            )
+        rows = self._read(
+            "SELECT vehicle, last_ts_ms, last_received_ms, agent FROM vehicles ORDER BY vehicle"
+        )
         return [VehicleState(str(v), int(t), int(r), a) for v, t, r, a in rows]
 
     def reject_count(self) -> int:
         """How many rejects are kept."""
-        with self._lock:
-            return int(self._query("SELECT count(*) FROM rejects")[0][0])
+        return int(self._read("SELECT count(*) FROM rejects")[0][0])
 
     def rejects(self, limit: int = 100) -> list[dict[str, Any]]:
         """The latest rejects (newest first), payload as bytes."""
-        with self._lock:
-            rows = self._query(
-                f"SELECT {', '.join(REJECT_COLUMNS)} FROM rejects ORDER BY id DESC LIMIT ?",
-                (limit,),
-            )
+        rows = self._read(
+            f"SELECT {', '.join(REJECT_COLUMNS)} FROM rejects ORDER BY id DESC LIMIT ?", (limit,)
+        )
         return [
             dict(zip(REJECT_COLUMNS, (*row[:-1], bytes(row[-1])), strict=True)) for row in rows
         ]
 
     def count(self, vehicle: str | None = None) -> int:
         """How many records are stored (for one vehicle, or all)."""
-        with self._lock:
-            if vehicle is None:
-                return int(self._query("SELECT count(*) FROM records")[0][0])
-            return int(
-                self._query("SELECT count(*) FROM records WHERE vehicle = ?", (vehicle,))[0][0]
-            )
+        if vehicle is None:
+            return int(self._read("SELECT count(*) FROM records")[0][0])
+        return int(self._read("SELECT count(*) FROM records WHERE vehicle = ?", (vehicle,))[0][0])
 
 
 def open_store(url: str, *, create: bool = True, synchronous: str = "full") -> Store:

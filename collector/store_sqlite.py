@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -119,6 +120,17 @@ class SQLiteStore(Store):
             # FULL: a committed (and so acknowledged) batch survives a power cut of the server.
             self.db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self.migrate()
+            # Reads (the live rules re-reading the store, /records, the CLI) go through their own
+            # read-only connection and lock: in WAL a reader runs beside the writer, so a long
+            # read never delays the ingest's commits, and every read sees the last commit.
+            self._reader = sqlite3.connect(
+                self.path.resolve().as_uri() + "?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=30,
+            )
+            self._read_lock = threading.Lock()
         except sqlite3.Error as err:
             raise StoreError(f"cannot open {self.path}: {err}") from err
 
@@ -173,7 +185,17 @@ class SQLiteStore(Store):
         except sqlite3.Error as err:
             raise StoreError(f"{self.path}: {err}") from err
 
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """A read-only query on the reader connection (never waits for the writer's lock)."""
+        with self._read_lock:
+            try:
+                return list(self._reader.execute(sql, params).fetchall())
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: {err}") from err
+
     def close(self) -> None:
-        """Close the connection."""
+        """Close both connections."""
+        with self._read_lock:
+            self._reader.close()
         with self._lock:
             self.db.conn.close()

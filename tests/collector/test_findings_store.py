@@ -4,13 +4,15 @@ open finding keeping its id as late records arrive."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from collector import findings
-from collector.store import Store, open_store, record_row
+from collector.store import PAGE, Store, open_store, record_row
 from protocols.records import ts_to_ms
 from tests.collector.rules.timeline import MIN
 from tests.collector.rules.trip_fixture import REGISTRY, B, departed
@@ -97,3 +99,56 @@ def test_a_database_whose_findings_tables_came_before_their_migration_keeps_them
         assert reopened.migrate() == []
     finally:
         reopened.close()
+
+
+def _free_from_another_thread(opened: Store) -> bool:
+    """Whether another thread could take the store's write lock right now."""
+    got: list[bool] = []
+
+    def probe() -> None:
+        got.append(opened._lock.acquire(blocking=False))
+        if got[0]:
+            opened._lock.release()
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return got[0]
+
+
+def test_a_long_read_holds_the_write_lock_only_page_by_page(store: Store) -> None:  # noqa: F811
+    """The live evaluator re-reads the whole store while the ingest commits: between two pages of
+    a read nothing is held, so a commit waits at most for one page."""
+    store.put([record_row({**rec, "seq": n}, 0)
+               for n, rec in enumerate(_records() * (PAGE // len(_records()) + 2), start=1)])
+    reading = store.records("V1")
+    next(reading)                               # suspended within its first page
+    assert _free_from_another_thread(store)
+    assert store.put([record_row({**_records()[0], "seq": 10**6}, 0)]) == 1
+    assert sum(1 for _ in reading) > PAGE       # and it reads on
+
+
+def test_on_sqlite_the_rules_read_while_the_writer_holds_its_lock(tmp_path: Path) -> None:
+    """SQLite: reads go through their own read-only connection (WAL lets them run beside the
+    writer), so a whole evaluation runs while the ingest holds the store's lock."""
+    sqlite_store = open_store(str(tmp_path / "collector.db"))
+    try:
+        sqlite_store.put([record_row(r, 0) for r in _records()])
+        held, release = threading.Event(), threading.Event()
+        released: list[bool] = []
+
+        def writer() -> None:                   # as the ingest's worker inside a commit
+            with sqlite_store._lock:
+                held.set()
+                released.append(release.wait(60))   # 60 s: a guard against a hang only
+
+        thread = threading.Thread(target=writer)
+        thread.start()
+        held.wait()
+        found = findings.evaluate_store(sqlite_store, REGISTRY, ts_to_ms("2026-03-02T14:00:00Z"))
+        release.set()
+        thread.join()
+        assert released == [True]               # evaluated before the writer let go
+        assert [f["rule"] for f in found] == ["trip.assistance_due", "trip.interruption"]
+    finally:
+        sqlite_store.close()
