@@ -73,6 +73,9 @@ class DatabaseConfig(_Strict):
     dsn: str | None = None
     #: SQLite only: ``full`` makes a committed (so acknowledged) batch survive a power cut.
     synchronous: Literal["full", "normal"] = "full"
+    #: Bound on the payload bytes kept in ``rejects`` (MiB); past it the oldest payloads are
+    #: dropped, each row keeping its reason, metadata and the dropped size.
+    rejects_max_mb: Annotated[float, Field(gt=0)] = 1024.0
 
     @field_validator("dsn")
     @classmethod
@@ -80,6 +83,11 @@ class DatabaseConfig(_Strict):
         if value is not None and urlsplit(value).scheme not in ("postgresql", "postgres"):
             raise ValueError(f"{value!r} must start with postgresql://")
         return value
+
+    @property
+    def rejects_max_bytes(self) -> int:
+        """``rejects_max_mb`` in bytes."""
+        return int(self.rejects_max_mb * 1024 * 1024)
 
     @property
     def url(self) -> str:

@@ -327,6 +327,9 @@ class Ingest:
                 },
                 "rejects": self.state.rejects_total,
             }
+        tally = self.store.rejects_tally
+        out["rejects_payloads_dropped"] = tally.dropped
+        out["rejects_payload_bytes_dropped"] = tally.dropped_bytes
         out["vehicles"] = {
             name: _vehicle_health(live, at, stale_after_s) for name, live in vehicles.items()
         }

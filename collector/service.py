@@ -69,7 +69,11 @@ class _Server(uvicorn.Server):
 def run(config: CollectorConfig) -> int:
     """Run the collector until SIGINT/SIGTERM; return the exit status."""
     vehicles = FleetVehicles(config.registry)
-    store: Store = open_store(config.database.url, synchronous=config.database.synchronous)
+    store: Store = open_store(
+        config.database.url,
+        synchronous=config.database.synchronous,
+        rejects_max_bytes=config.database.rejects_max_bytes,
+    )
     ingest = Ingest(store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes)
     app = make_app(ingest, vehicles, stale_after_s=config.ingest.stale_after_s)
     server = _Server(

@@ -26,12 +26,14 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any, Final
 
 import orjson
 
+from collector import store_rejects as rejects_bound
+from collector.store_rejects import RejectsTally
 from protocols.records import Record, ts_to_ms
 
 #: Columns of ``records`` in the order of :func:`record_row`'s tuples.
@@ -168,8 +170,15 @@ class Store(ABC):
     #: SQL of the per-vehicle upsert (dialects differ on max/greatest).
     upsert_vehicle_sql: str = ""
 
-    def __init__(self) -> None:
+    def __init__(self, rejects_max_bytes: int | None = None) -> None:
         self._lock = threading.RLock()
+        #: Bound on the payload bytes kept in ``rejects`` (None: no bound), see :meth:`put_many`.
+        self.rejects_max_bytes = rejects_max_bytes
+        self.rejects_tally = RejectsTally()
+
+    def _load_rejects_tally(self) -> None:
+        """Count the kept and dropped payload bytes of ``rejects`` (once, when opened)."""
+        self.rejects_tally = rejects_bound.load_tally(self._read)
 
     # -- backend hooks ---------------------------------------------------------------------
     @abstractmethod
@@ -225,15 +234,28 @@ class Store(ABC):
         ],
     ) -> list[int]:
         """:meth:`put` for several batches in ONE transaction (a group commit); how many records
-        of each batch were new. Returns only after the commit."""
+        of each batch were new. Returns only after the commit. Past ``rejects_max_bytes`` the
+        same transaction empties the oldest rejects' payloads (``collector/store_rejects.py``)."""
         counts: list[int] = []
-        with self._lock, self._transaction() as tx:
-            for rows, rejects, vehicles in groups:
-                counts.append(self._executemany(tx, INSERT_RECORD, rows) if rows else 0)
-                if rejects:
-                    self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
-                if vehicles:
-                    self._executemany(tx, self.upsert_vehicle_sql, vehicles)
+        with self._lock:
+            tally = self.rejects_tally
+            with self._transaction() as tx:
+                for rows, rejects, vehicles in groups:
+                    counts.append(self._executemany(tx, INSERT_RECORD, rows) if rows else 0)
+                    if rejects:
+                        self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
+                        added = sum(len(r.payload) for r in rejects)
+                        tally = replace(tally, kept_bytes=tally.kept_bytes + added)
+                    if vehicles:
+                        self._executemany(tx, self.upsert_vehicle_sql, vehicles)
+                if self.rejects_max_bytes is not None and tally.kept_bytes > self.rejects_max_bytes:
+                    tally = rejects_bound.drop_oldest_payloads(
+                        self._query,
+                        lambda sql, rows: self._executemany(tx, sql, rows),
+                        tally,
+                        self.rejects_max_bytes,
+                    )
+            self.rejects_tally = tally  # committed
         return counts
 
     def append(self, vehicle: str, agent: str, rec: Record, received_ms: int) -> Record:
@@ -337,12 +359,19 @@ class Store(ABC):
         return int(self._read("SELECT count(*) FROM rejects")[0][0])
 
     def rejects(self, limit: int = 100) -> list[dict[str, Any]]:
-        """The latest rejects (newest first), payload as bytes."""
+        """The latest rejects (newest first), payload as bytes (empty, with ``dropped_bytes``
+        its size, when it was dropped to keep the bound)."""
         rows = self._read(
-            f"SELECT {', '.join(REJECT_COLUMNS)} FROM rejects ORDER BY id DESC LIMIT ?", (limit,)
+            f"SELECT {', '.join(REJECT_COLUMNS)}, dropped_bytes FROM rejects "
+            "ORDER BY id DESC LIMIT ?",
+            (limit,),
         )
         return [
-            dict(zip(REJECT_COLUMNS, (*row[:-1], bytes(row[-1])), strict=True)) for row in rows
+            {
+                **dict(zip(REJECT_COLUMNS, (*row[:-2], bytes(row[-2])), strict=True)),
+                "dropped_bytes": int(row[-1]),
+            }
+            for row in rows
         ]
 
     def count(self, vehicle: str | None = None) -> int:
@@ -352,12 +381,21 @@ class Store(ABC):
         return int(self._read("SELECT count(*) FROM records WHERE vehicle = ?", (vehicle,))[0][0])
 
 
-def open_store(url: str, *, create: bool = True, synchronous: str = "full") -> Store:
-    """Open the store named by ``url``: a ``postgresql://`` DSN or a SQLite file path."""
+def open_store(
+    url: str,
+    *,
+    create: bool = True,
+    synchronous: str = "full",
+    rejects_max_bytes: int | None = None,
+) -> Store:
+    """Open the store named by ``url``: a ``postgresql://`` DSN or a SQLite file path
+    (``rejects_max_bytes``: the bound on the rejects' payload bytes, None for none)."""
     if url.startswith(("postgresql://", "postgres://")):
         from collector.store_pg import PostgresStore
 
-        return PostgresStore(url)
+        return PostgresStore(url, rejects_max_bytes=rejects_max_bytes)
     from collector.store_sqlite import SQLiteStore
 
-    return SQLiteStore(url, create=create, synchronous=synchronous)
+    return SQLiteStore(
+        url, create=create, synchronous=synchronous, rejects_max_bytes=rejects_max_bytes
+    )

@@ -85,6 +85,11 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
         );
         """,
     ),
+    (
+        # How many payload bytes a reject had when its payload was dropped (rejects_max_mb).
+        "005_rejects_dropped",
+        "ALTER TABLE rejects ADD COLUMN dropped_bytes BIGINT NOT NULL DEFAULT 0;",
+    ),
 )
 
 _PLACEHOLDER = re.compile(r"\?")
@@ -114,12 +119,13 @@ class PostgresStore(Store):
         "agent = excluded.agent"
     )
 
-    def __init__(self, dsn: str) -> None:
-        super().__init__()
+    def __init__(self, dsn: str, *, rejects_max_bytes: int | None = None) -> None:
+        super().__init__(rejects_max_bytes)
         self.dsn = dsn
         try:
             self.conn = psycopg.connect(dsn, autocommit=True)
             self.migrate()
+            self._load_rejects_tally()
         except psycopg.Error as err:
             raise StoreError(f"cannot open {_redact(dsn)}: {err}".splitlines()[0]) from err
 

@@ -84,12 +84,18 @@ def _m004_findings(db: sqlite_utils.Database) -> None:
     )
 
 
+def _m005_rejects_dropped(db: sqlite_utils.Database) -> None:
+    # How many payload bytes a reject had when its payload was dropped (database.rejects_max_mb).
+    db.table("rejects").add_column("dropped_bytes", int, not_null_default=0)
+
+
 #: Applied in order, each once, recorded by name in ``migrations``. Append, never edit.
 MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
     ("001_records", _m001_records),
     ("002_rejects", _m002_rejects),
     ("003_vehicles", _m003_vehicles),
     ("004_findings", _m004_findings),
+    ("005_rejects_dropped", _m005_rejects_dropped),
 )
 
 
@@ -104,8 +110,15 @@ class SQLiteStore(Store):
         "agent = excluded.agent"
     )
 
-    def __init__(self, path: str | Path, *, create: bool = True, synchronous: str = "full") -> None:
-        super().__init__()
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        create: bool = True,
+        synchronous: str = "full",
+        rejects_max_bytes: int | None = None,
+    ) -> None:
+        super().__init__(rejects_max_bytes)
         self.path = Path(path)
         if not create and not self.path.is_file():
             raise StoreError(f"no database at {self.path}")
@@ -131,6 +144,7 @@ class SQLiteStore(Store):
                 timeout=30,
             )
             self._read_lock = threading.Lock()
+            self._load_rejects_tally()
         except sqlite3.Error as err:
             raise StoreError(f"cannot open {self.path}: {err}") from err
 

@@ -29,6 +29,12 @@ def test_the_example_file_loads_with_paths_next_to_it(tmp_path: Path) -> None:
     )
     assert config.broker.client_id == "frota-collector"
     assert (config.http.host, config.http.port) == ("127.0.0.1", 8080)
+    assert config.database.rejects_max_bytes == 1024 * 1024 * 1024   # 1024 MiB
+
+
+def test_rejects_max_mb_in_bytes() -> None:
+    config = parse_config('registry = "f.json"\n[database]\nrejects_max_mb = 0.5\n', Path("/x"))
+    assert config.database.rejects_max_bytes == 524_288               # 0.5 × 1,048,576
 
 
 def test_defaults_and_tls() -> None:
@@ -67,6 +73,8 @@ def test_defaults_and_tls() -> None:
          "collector.toml: database.dsn: 'mysql://x/y' must start with postgresql://"),
         ('registry = "f.json"\n[database]\nsynchronous = "off"\n',
          "collector.toml: database.synchronous: Input should be 'full' or 'normal'"),
+        ('registry = "f.json"\n[database]\nrejects_max_mb = 0\n',
+         "collector.toml: database.rejects_max_mb: Input should be greater than 0"),
         ('registry = "f.json"\n[http]\nport = "eighty"\n',
          "collector.toml: http.port: Input should be a valid integer"),
         ('registry = "f.json"\n[http]\nport = 70000\n',

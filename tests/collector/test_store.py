@@ -122,10 +122,64 @@ def test_rejects_and_vehicle_state_are_kept(store: Store) -> None:
     assert store.reject_count() == 1
     assert store.rejects() == [
         {"received_ms": T0, "topic": "frota/v1/X/up", "vehicle": "X", "agent": None,
-         "first_seq": None, "last_seq": None, "reason": "not JSON: …", "payload": b"\x00\xff"}
+         "first_seq": None, "last_seq": None, "reason": "not JSON: …", "payload": b"\x00\xff",
+         "dropped_bytes": 0}
     ]
     [state] = store.vehicles()
     assert (state.vehicle, state.last_ts_ms, state.last_received_ms) == (V1, T0 + 1000, T0 + 9000)
+
+
+def _garbage(n: int, size: int) -> Reject:
+    return Reject(T0 + n, "frota/v1/X/up", "X", None, None, None, f"garbage {n}", bytes([n]) * size)
+
+
+def test_the_rejects_payload_bytes_are_bounded_oldest_payload_first(store_url: str) -> None:
+    """A bound of 1000 payload bytes: rejects of 400, 400 and 400 bytes keep 1200 > 1000, so the
+    oldest payload goes (800 kept); every row keeps its reason and says what was dropped."""
+    store = open_store(store_url, rejects_max_bytes=1000)
+    try:
+        store.put([], [_garbage(1, 400), _garbage(2, 400)])
+        assert store.rejects_tally.dropped == 0           # 800 <= 1000
+        store.put([], [_garbage(3, 400)])
+        assert [(r["reason"], r["payload"], r["dropped_bytes"]) for r in store.rejects()] == [
+            ("garbage 3", b"\x03" * 400, 0),
+            ("garbage 2", b"\x02" * 400, 0),
+            ("garbage 1", b"", 400),
+        ]
+        assert (store.rejects_tally.dropped, store.rejects_tally.dropped_bytes) == (1, 400)
+        assert store.reject_count() == 3
+        ingest = Ingest(store, lambda: frozenset({V1}))
+        health = ingest.health(300)
+        assert (health["rejects"], health["rejects_payloads_dropped"],
+                health["rejects_payload_bytes_dropped"]) == (3, 1, 400)
+    finally:
+        store.close()
+    # reopened: the tally is read back (800 kept), so 300 more (1100) drop the next oldest (400)
+    again = open_store(store_url, rejects_max_bytes=1000)
+    try:
+        assert (again.rejects_tally.kept_bytes, again.rejects_tally.dropped) == (800, 1)
+        again.put([], [_garbage(4, 300)])
+        assert [r["dropped_bytes"] for r in again.rejects()] == [0, 0, 400, 400]
+        assert (again.rejects_tally.dropped, again.rejects_tally.dropped_bytes) == (2, 800)
+        # one reject larger than the bound: every payload goes, its own too (700 + 1500 > 1000)
+        again.put([], [_garbage(5, 1500)])
+        assert [(r["reason"], r["payload"], r["dropped_bytes"]) for r in again.rejects()] == [
+            ("garbage 5", b"", 1500),
+            ("garbage 4", b"", 300),
+            ("garbage 3", b"", 400),
+            ("garbage 2", b"", 400),
+            ("garbage 1", b"", 400),
+        ]
+        assert (again.rejects_tally.kept_bytes, again.rejects_tally.dropped,
+                again.rejects_tally.dropped_bytes) == (0, 5, 3000)
+    finally:
+        again.close()
+
+
+def test_without_a_bound_every_reject_payload_is_kept(store: Store) -> None:
+    store.put([], [_garbage(n, 400) for n in range(1, 6)])
+    assert [r["dropped_bytes"] for r in store.rejects()] == [0] * 5
+    assert store.rejects_tally.kept_bytes == 2000
 
 
 def test_operator_records_get_the_next_seq(store: Store) -> None:
