@@ -17,6 +17,7 @@ from agent.config import DeviceConfig
 from agent.sources.base import Sink, Source, StateHooks
 from agent.timekeeper import TimeKeeper
 from protocols.apc import Poller
+from protocols.apc.poller import MIN_GAP_MS, char_ms
 from protocols.records import Record
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class ApcSource(Source):
         deadline = time.monotonic() + self.config.reply_timeout_s
         answered = False
         while time.monotonic() < deadline and not self.stop.is_set():
-            data = port.read(max(1, min(port.in_waiting, 256)))
+            data = port.read(256)  # returns at the silence that ends the answer
             if not data:
                 continue
             answered = True
@@ -106,6 +107,9 @@ class ApcSource(Source):
     def session(self, port: serial.Serial) -> None:
         """Poll round after round until every sensor is silent too long, the line fails or stop."""
         port.timeout = min(0.02, self.config.reply_timeout_s)
+        # The line's end-of-frame silence (3.5 characters, at least 2 ms: firmware-notes/apc.md)
+        # ends a read, so an answer is read whole in one wake-up.
+        port.inter_byte_timeout = max(MIN_GAP_MS / 1000, 3.5 * char_ms(self.config.baudrate) / 1000)
         self.last_data_mono = None
         opened = time.monotonic()
         while not self.stop.is_set():

@@ -8,6 +8,11 @@ import serial
 
 from agent.sources.base import Source
 
+#: The gap in the bytes that ends a read (seconds): ~50 characters at 9600 baud.
+INTER_BYTE_S = 0.005
+#: The most bytes one read returns.
+READ_MAX = 4096
+
 
 class StreamSource(Source):
     """Reads whatever the device sends and decodes it; silence past ``silent_after_s`` reopens."""
@@ -19,8 +24,11 @@ class StreamSource(Source):
         """Read until silent, hung up or stopped."""
         self.last_data_mono = None
         opened = time.monotonic()
+        # A burst (a frame, a few NMEA sentences) is read whole: the read returns after a short
+        # gap in the bytes rather than at the first byte — one wake-up per burst on the Pi.
+        port.inter_byte_timeout = INTER_BYTE_S
         while not self.stop.is_set():
-            data = port.read(max(1, min(port.in_waiting, 4096)))
+            data = port.read(READ_MAX)
             if data:
                 self.data_arrived()
                 self.deliver(self.decoder.feed(data))
