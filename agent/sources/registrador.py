@@ -132,8 +132,13 @@ class RegistradorSource(StreamSource):
         with self._rewind_lock:
             first, self._rewind_to = self._rewind_to, None
         if first is not None:
-            self._expect = first if self._expect is None else min(self._expect, first)
-            self._wanted.clear()  # the next frame asks for the whole gap again
+            # From the lowest frame still owed: the dropped ones, and any range still wanted or
+            # in flight (cleared here: the next frame asks for the whole gap again).
+            floor = self.floor()
+            first = first if floor is None else min(first, floor)
+            log.info("%s: frames from %d dropped by a full buffer; asking again", self.name, first)
+            self._expect = first
+            self._wanted.clear()
             if self.state is not None:
                 self.state.resume()
 
