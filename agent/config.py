@@ -56,7 +56,7 @@ class DeviceConfig(_Strict):
     silent_after_s: Annotated[float, Field(gt=0)] = 5.0
     reopen_min_s: Annotated[float, Field(gt=0)] = 0.5
     reopen_max_s: Annotated[float, Field(gt=0)] = 30.0
-    poll_interval_s: Annotated[float, Field(gt=0)] = 0.5
+    poll_interval_s: Annotated[float, Field(gt=0)] = 1.0
     reply_timeout_s: Annotated[float, Field(gt=0)] = 0.1
     counters: list[CounterConfig] = Field(default_factory=list)
 

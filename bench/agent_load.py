@@ -7,7 +7,7 @@ counters on one RS-485 line (``frota sim apc --doors 4``), each on its own pty (
 ``--scale`` × real time for ``--hours`` device hours. The agent (a real process, the production
 defaults of firmware-notes/agent-config.md) reads them and ships every record through a private
 Mosquitto to ``frota collector run``. The door line is polled as often per *device* second as on
-a bus (``poll_interval_s`` = 0.5 s ÷ scale), so the polling load scales with the others.
+a bus (``poll_interval_s`` = 1 s ÷ scale, the default at 1×), so the polling load scales with the others.
 
 Measured from /proc: the agent's user+system CPU seconds over the run (up to its stop) and its
 peak RSS (VmHWM). The figure is CPU per simulated hour ÷ 3600 s, as a share of one core in real
@@ -67,7 +67,7 @@ def _config(folder: Path, broker_url: str, links: dict[str, Path], scale: float)
         f'[[devices]]\nname = "registrador"\nprotocol = "registrador"\nport = "{links["registrador"]}"\n'
         f'[[devices]]\nname = "gps"\nprotocol = "nmea"\nport = "{links["gps"]}"\nbaudrate = 9600\n'
         f'[[devices]]\nname = "doors"\nprotocol = "apc"\nport = "{links["apc"]}"\nbaudrate = 19200\n'
-        f"poll_interval_s = {0.5 / scale}\n"
+        f"poll_interval_s = {1.0 / scale}\n"
     )
     for address in range(1, 5):
         text += f"[[devices.counters]]\naddress = {address}\n"

@@ -42,7 +42,7 @@ class StateHooks:
 
 
 #: How long one read waits for bytes (seconds); bounds the reaction to stop and to silence.
-READ_TIMEOUT_S = 0.1
+READ_TIMEOUT_S = 0.5
 
 
 class SourceClosed(Exception):  # noqa: N818 - an event on the line, not a program error
