@@ -78,6 +78,7 @@ class RegistradorSource(StreamSource):
         self._next_id = 1
         self.frames_requested = 0
         self.frames_gone = 0
+        self._got: set[int] = set()  # frames of the request in flight received so far
         self._rewind_lock = threading.Lock()
         self._rewind_to: int | None = None  # the first frame a full disk made the buffer drop
 
@@ -152,6 +153,9 @@ class RegistradorSource(StreamSource):
             seqs = sorted({r["device_seq"] for r in records if r.get("device_seq") is not None})
             if seqs:
                 self._note(seqs)
+                req = self._request
+                if req is not None:
+                    self._got.update(s for s in seqs if req.first <= s <= req.last)
             floor = self.floor()
             if self.state is None or floor is None:
                 self.sink(self.name, records)
@@ -177,6 +181,25 @@ class RegistradorSource(StreamSource):
         for start in range(first, last + 1, CHUNK_FRAMES):
             self._wanted.append((start, min(last, start + CHUNK_FRAMES - 1), 0))
 
+    def _ask_again(self, req: _Request, start: int) -> None:
+        """Frames of an answered request that never arrived whole (noise broke them): again."""
+        missing = [seq for seq in range(start, req.last + 1) if seq not in self._got]
+        self._got.clear()
+        if not missing:
+            return
+        if req.tries >= TRIES:
+            log.warning("%s: %d frames of %d-%d never arrived whole", self.name, len(missing),
+                        req.first, req.last)
+            return
+        ranges: list[list[int]] = []
+        for seq in missing:
+            if ranges and ranges[-1][1] == seq - 1:
+                ranges[-1][1] = seq
+            else:
+                ranges.append([seq, seq])
+        for first, last in reversed(ranges):
+            self._wanted.appendleft((first, last, req.tries))
+
     def idle(self) -> None:
         """Check the request in flight and send the next one (called after every read)."""
         port = self._port
@@ -195,6 +218,7 @@ class RegistradorSource(StreamSource):
                         "%s: frames %d-%d are no longer in the registrador's memory",
                         self.name, req.first, req.first + gone - 1,
                     )
+                self._ask_again(req, max(req.first, done.oldest))
                 self._request = None
             elif time.monotonic() - req.sent_at > req.timeout_s:
                 if req.tries < TRIES:
@@ -210,4 +234,5 @@ class RegistradorSource(StreamSource):
             count = last - first + 1
             line_s = count * HISTORY_RECORD_BYTES * 10 / self.config.baudrate
             self._request = _Request(request_id, first, last, time.monotonic(), 5.0 + 2 * line_s, tries + 1)
+            self._got.clear()
             self.frames_requested += count
