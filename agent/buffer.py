@@ -5,10 +5,11 @@ transaction (the next number after the last one given, kept in ``meta``), so a c
 can never leave a gap or reuse a number. A device frame already captured (received live and
 again by a history download) is skipped whole. Nothing is deleted before the collector confirms
 it: each record carries its upload state (pending, stored, rejected with the collector's reason);
-only stored records past the retention are deleted.
+only stored records are deleted: past the retention, or the oldest first on a full disk.
 
 One :class:`Buffer` (one sqlite3 connection) per thread: WAL lets the uplink read while the
-writer (``agent/writer.py``) commits. The schema is migrated by name (the ``migrations`` table).
+writer (``agent/writer.py``) commits. The schema and its named migrations are in
+``agent/schema.py``, the disk's reserve in ``agent/diskroom.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from typing import Any, Final, TypeVar
 import orjson
 
 from agent import hostclock
+from agent.diskroom import release_reserve, reserve_path
+from agent.schema import MIGRATIONS as MIGRATIONS  # re-exported: the tests check the names
+from agent.schema import migrate, rollback
 from protocols.records import Record, ts_to_ms
 
 log = logging.getLogger(__name__)
@@ -37,52 +41,6 @@ WAL_PAGES: Final = 64
 PENDING: Final = 0
 STORED: Final = 1
 REJECTED: Final = 2
-
-#: Named migrations, applied in order once each. Append; never edit one that has shipped.
-MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
-    (
-        "0001-records",
-        """
-        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE records (
-            seq INTEGER PRIMARY KEY,          -- 1, 2, 3, ... assigned in the commit
-            ts_ms INTEGER NOT NULL,           -- the record's ts, for retention and ordering
-            kind TEXT NOT NULL,
-            source TEXT NOT NULL,             -- the configured device name, or 'agent'
-            device_seq INTEGER,               -- the device's own frame number (registrador)
-            device_key TEXT,                  -- one record of one frame: see device_key()
-            body TEXT NOT NULL,               -- the canonical record as JSON, agent and seq included
-            state INTEGER NOT NULL DEFAULT 0, -- 0 pending, 1 stored, 2 rejected
-            reason TEXT,                      -- the collector's reason for a rejection
-            captured_ms INTEGER NOT NULL,     -- host wall clock at commit (diagnostics only)
-            acked_ms INTEGER                  -- host wall clock at the collector's answer
-        );
-        CREATE UNIQUE INDEX records_device_key
-            ON records (source, device_key) WHERE device_key IS NOT NULL;
-        CREATE INDEX records_device_seq ON records (source, device_seq) WHERE device_seq IS NOT NULL;
-        CREATE INDEX records_pending ON records (seq) WHERE state = 0;
-        CREATE INDEX records_ts ON records (ts_ms);
-        """,
-    ),
-    (
-        # The last seq given, kept apart from the records: retention may delete every record,
-        # and the numbering must go on (the collector knows the old numbers).
-        "0002-last-seq",
-        """
-        INSERT OR REPLACE INTO meta (key, value)
-            SELECT 'last_seq', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM records;
-        """,
-    ),
-    (
-        # frota agent status: each device's latest health record without a full scan (device
-        # records are few; the index costs nothing on the others).
-        "0003-device-records",
-        """
-        CREATE INDEX records_device_kind ON records (seq) WHERE kind = 'device';
-        """,
-    ),
-)
-
 
 class BufferError(RuntimeError):
     """The buffer's database cannot be opened, migrated or written (``full``: no space left)."""
@@ -131,73 +89,6 @@ def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
     except (sqlite3.Error, OSError) as err:
         raise BufferError(f"cannot open the buffer {path}: {err}") from err
     return conn
-
-
-def reserve_path(path: Path) -> Path:
-    """The reserve file beside the buffer (``buffer.sqlite.reserve``)."""
-    return path.with_name(path.name + ".reserve")
-
-
-def ensure_reserve(path: Path, size: int) -> bool:
-    """Create the reserve file of ``size`` bytes if missing; False if the disk has no room.
-
-    On a really full filesystem SQLite cannot even mark records uploaded or delete old ones (the
-    WAL needs a few pages): the reserve is given back then (:func:`release_reserve`), and taken
-    again once there is room.
-    """
-    reserve = reserve_path(path)
-    if size <= 0 or (reserve.exists() and reserve.stat().st_size >= size):
-        return True
-    try:
-        with reserve.open("wb") as out:
-            os.posix_fallocate(out.fileno(), 0, size)
-    except OSError:
-        with contextlib.suppress(OSError):
-            reserve.unlink()
-        return False
-    return True
-
-
-def release_reserve(path: Path) -> bool:
-    """Delete the reserve file to give SQLite room; True if there was one."""
-    try:
-        reserve_path(path).unlink()
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return False
-    return True
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    """Roll back if a transaction is still open: on SQLITE_FULL SQLite may have rolled it back
-    already, and a second ROLLBACK would hide the real error."""
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")
-
-
-def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply the migrations not yet applied; return their names."""
-    applied: list[str] = []
-    conn.execute(
-        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_ms INTEGER NOT NULL)"
-    )
-    done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
-    for name, sql in MIGRATIONS:
-        if name in done:
-            continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, _wall_ms()))
-            conn.execute("COMMIT")
-        except BaseException:
-            _rollback(conn)
-            raise
-        applied.append(name)
-    return applied
 
 
 def device_key(rec: Record, ts_ms: int) -> str | None:
@@ -258,7 +149,7 @@ class Buffer:
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('agent', ?)", (agent,))
             self.conn.execute("COMMIT")
         except BaseException:
-            _rollback(self.conn)
+            rollback(self.conn)
             raise
         return agent
 
@@ -338,7 +229,7 @@ class Buffer:
                     )
                 self.conn.execute("COMMIT")
             except BaseException:
-                _rollback(self.conn)
+                rollback(self.conn)
                 raise
         except sqlite3.Error as err:
             raise BufferError(
@@ -385,7 +276,7 @@ class Buffer:
                 ).rowcount
                 self.conn.execute("COMMIT")
             except BaseException:
-                _rollback(self.conn)
+                rollback(self.conn)
                 raise
         except sqlite3.Error as err:
             raise BufferError(
@@ -480,7 +371,7 @@ class Buffer:
                     ).rowcount
                 self.conn.execute("COMMIT")
             except BaseException:
-                _rollback(self.conn)
+                rollback(self.conn)
                 raise
         except sqlite3.Error as err:
             raise BufferError(
@@ -512,7 +403,7 @@ class Buffer:
                 ).rowcount
                 self.conn.execute("COMMIT")
             except BaseException:
-                _rollback(self.conn)
+                rollback(self.conn)
                 raise
         except sqlite3.Error as err:
             raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err

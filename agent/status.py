@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agent import hostclock
-from agent.buffer import reserve_path
 from agent.config import AgentConfig
+from agent.diskroom import reserve_path
 
 #: How many of the newest records are scanned for each device's latest one (then one query each).
 RECENT = 5000

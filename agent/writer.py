@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.buffer import Buffer, BufferError, ensure_reserve, reserve_path
+from agent.buffer import Buffer, BufferError
+from agent.diskroom import ensure_reserve, reserve_path
 from protocols.records import Record
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,84 @@
+"""The buffer's schema: named migrations, applied in order once each (the ``migrations`` table)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+from agent import hostclock
+
+#: Named migrations, applied in order once each. Append; never edit one that has shipped.
+MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
+    (
+        "0001-records",
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE records (
+            seq INTEGER PRIMARY KEY,          -- 1, 2, 3, ... assigned in the commit
+            ts_ms INTEGER NOT NULL,           -- the record's ts, for retention and ordering
+            kind TEXT NOT NULL,
+            source TEXT NOT NULL,             -- the configured device name, or 'agent'
+            device_seq INTEGER,               -- the device's own frame number (registrador)
+            device_key TEXT,                  -- one record of one frame: see device_key()
+            body TEXT NOT NULL,               -- the canonical record as JSON, agent and seq included
+            state INTEGER NOT NULL DEFAULT 0, -- 0 pending, 1 stored, 2 rejected
+            reason TEXT,                      -- the collector's reason for a rejection
+            captured_ms INTEGER NOT NULL,     -- host wall clock at commit (diagnostics only)
+            acked_ms INTEGER                  -- host wall clock at the collector's answer
+        );
+        CREATE UNIQUE INDEX records_device_key
+            ON records (source, device_key) WHERE device_key IS NOT NULL;
+        CREATE INDEX records_device_seq ON records (source, device_seq) WHERE device_seq IS NOT NULL;
+        CREATE INDEX records_pending ON records (seq) WHERE state = 0;
+        CREATE INDEX records_ts ON records (ts_ms);
+        """,
+    ),
+    (
+        # The last seq given, kept apart from the records: retention may delete every record,
+        # and the numbering must go on (the collector knows the old numbers).
+        "0002-last-seq",
+        """
+        INSERT OR REPLACE INTO meta (key, value)
+            SELECT 'last_seq', CAST(COALESCE(MAX(seq), 0) AS TEXT) FROM records;
+        """,
+    ),
+    (
+        # frota agent status: each device's latest health record without a full scan (device
+        # records are few; the index costs nothing on the others).
+        "0003-device-records",
+        """
+        CREATE INDEX records_device_kind ON records (seq) WHERE kind = 'device';
+        """,
+    ),
+)
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back if a transaction is still open: on SQLITE_FULL SQLite may have rolled it back
+    already, and a second ROLLBACK would hide the real error."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply the migrations not yet applied; return their names."""
+    applied: list[str] = []
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_ms INTEGER NOT NULL)"
+    )
+    done = {row[0] for row in conn.execute("SELECT name FROM migrations")}
+    for name, sql in MIGRATIONS:
+        if name in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, hostclock.wall_ms()))
+            conn.execute("COMMIT")
+        except BaseException:
+            rollback(conn)
+            raise
+        applied.append(name)
+    return applied
