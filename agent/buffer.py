@@ -19,7 +19,7 @@ import logging
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -29,7 +29,7 @@ import orjson
 from agent import hostclock
 from agent.diskroom import release_reserve, reserve_path
 from agent.schema import MIGRATIONS as MIGRATIONS  # re-exported: the tests check the names
-from agent.schema import migrate, rollback
+from agent.schema import migrate, transaction
 from protocols.records import Record, ts_to_ms
 
 log = logging.getLogger(__name__)
@@ -142,20 +142,26 @@ class Buffer:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'agent'").fetchone()
         if row is not None:
             return str(row[0])
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(self.conn):
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'agent'").fetchone()
             agent = str(row[0]) if row is not None else str(uuid.uuid4())
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('agent', ?)", (agent,))
-            self.conn.execute("COMMIT")
-        except BaseException:
-            rollback(self.conn)
-            raise
         return agent
 
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
+
+    @contextlib.contextmanager
+    def _failing(self, doing: str, *, full: bool = True) -> Iterator[None]:
+        """A sqlite3 error in the block becomes ``BufferError("cannot <doing> the buffer …")``,
+        marked ``full`` on SQLITE_FULL when ``full`` is asked."""
+        try:
+            yield
+        except sqlite3.Error as err:
+            raise BufferError(
+                f"cannot {doing} the buffer {self.path}: {err}", full=full and _is_full(err)
+            ) from err
 
     def _known_frame(self, source: str, device_seq: int, ts_ms: int) -> bool:
         row = self.conn.execute(
@@ -183,10 +189,9 @@ class Buffer:
             return []
         now = _wall_ms()
         seqs: list[int] = []
-        try:
+        with self._failing("write to"):
             self._limit_growth()
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self.conn):
                 seq = self._last_seq() + 1
                 frame: tuple[str, int, int] | None = None
                 repeat = False
@@ -227,14 +232,6 @@ class Buffer:
                         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                         (f"state:{source}", state),
                     )
-                self.conn.execute("COMMIT")
-            except BaseException:
-                rollback(self.conn)
-                raise
-        except sqlite3.Error as err:
-            raise BufferError(
-                f"cannot write to the buffer {self.path}: {err}", full=_is_full(err)
-            ) from err
         return seqs
 
     def _limit_growth(self) -> None:
@@ -266,22 +263,12 @@ class Buffer:
 
         Records the collector has not stored (pending, rejected) are never deleted.
         """
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                deleted = self.conn.execute(
-                    "DELETE FROM records WHERE seq IN (SELECT seq FROM records "
-                    "WHERE state = 1 ORDER BY seq LIMIT ?)",
-                    (limit,),
-                ).rowcount
-                self.conn.execute("COMMIT")
-            except BaseException:
-                rollback(self.conn)
-                raise
-        except sqlite3.Error as err:
-            raise BufferError(
-                f"cannot evict from the buffer {self.path}: {err}", full=_is_full(err)
-            ) from err
+        with self._failing("evict from"), transaction(self.conn):
+            deleted = self.conn.execute(
+                "DELETE FROM records WHERE seq IN (SELECT seq FROM records "
+                "WHERE state = 1 ORDER BY seq LIMIT ?)",
+                (limit,),
+            ).rowcount
         return int(deleted)
 
     def pending(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str]]:
@@ -354,29 +341,19 @@ class Buffer:
     ) -> int:
         now = _wall_ms()
         changed = 0
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                for first, last in stored:
-                    changed += self.conn.execute(
-                        "UPDATE records SET state = 1, acked_ms = ? "
-                        "WHERE seq BETWEEN ? AND ? AND state = 0",
-                        (now, first, last),
-                    ).rowcount
-                for first, last, reason in rejected:
-                    changed += self.conn.execute(
-                        "UPDATE records SET state = 2, reason = ?, acked_ms = ? "
-                        "WHERE seq BETWEEN ? AND ? AND state = 0",
-                        (reason, now, first, last),
-                    ).rowcount
-                self.conn.execute("COMMIT")
-            except BaseException:
-                rollback(self.conn)
-                raise
-        except sqlite3.Error as err:
-            raise BufferError(
-                f"cannot write to the buffer {self.path}: {err}", full=_is_full(err)
-            ) from err
+        with self._failing("write to"), transaction(self.conn):
+            for first, last in stored:
+                changed += self.conn.execute(
+                    "UPDATE records SET state = 1, acked_ms = ? "
+                    "WHERE seq BETWEEN ? AND ? AND state = 0",
+                    (now, first, last),
+                ).rowcount
+            for first, last, reason in rejected:
+                changed += self.conn.execute(
+                    "UPDATE records SET state = 2, reason = ?, acked_ms = ? "
+                    "WHERE seq BETWEEN ? AND ? AND state = 0",
+                    (reason, now, first, last),
+                ).rowcount
         return changed
 
     def _last_seq(self) -> int:
@@ -393,20 +370,13 @@ class Buffer:
 
         Only ``stored`` records go: pending and rejected ones are never deleted here.
         """
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                deleted = self.conn.execute(
-                    "DELETE FROM records WHERE seq IN (SELECT seq FROM records "
-                    "WHERE ts_ms < ? AND state = 1 LIMIT ?)",
-                    (before_ms, limit),
-                ).rowcount
-                self.conn.execute("COMMIT")
-            except BaseException:
-                rollback(self.conn)
-                raise
-        except sqlite3.Error as err:
-            raise BufferError(f"cannot write to the buffer {self.path}: {err}") from err
+        # Not marked ``full`` (unlike the other writes), as before.
+        with self._failing("write to", full=False), transaction(self.conn):
+            deleted = self.conn.execute(
+                "DELETE FROM records WHERE seq IN (SELECT seq FROM records "
+                "WHERE ts_ms < ? AND state = 1 LIMIT ?)",
+                (before_ms, limit),
+            ).rowcount
         return int(deleted)
 
     def pending_count(self) -> int:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Iterator
 from typing import Final
 
 from agent import hostclock
@@ -60,6 +62,18 @@ def rollback(conn: sqlite3.Connection) -> None:
         conn.execute("ROLLBACK")
 
 
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` before the block, ``COMMIT`` after; on any exception roll back, re-raise."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        raise
+
+
 def migrate(conn: sqlite3.Connection) -> list[str]:
     """Apply the migrations not yet applied; return their names."""
     applied: list[str] = []
@@ -70,15 +84,10 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     for name, sql in MIGRATIONS:
         if name in done:
             continue
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             for statement in sql.split(";"):
                 if statement.strip():
                     conn.execute(statement)
             conn.execute("INSERT INTO migrations VALUES (?, ?)", (name, hostclock.wall_ms()))
-            conn.execute("COMMIT")
-        except BaseException:
-            rollback(conn)
-            raise
         applied.append(name)
     return applied
