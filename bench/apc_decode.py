@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 from collections.abc import Callable
 
+from bench.common import best_seconds
 from protocols.apc import ApcDecoder, DoorCounts, encode_ack, encode_counts, encode_request
 from protocols.apc.frames import ACK_RESET, COUNTS_COMPILED, crc16
 
@@ -83,16 +83,6 @@ def baseline_run(chunks: list[bytes]) -> Callable[[], int]:
         return good
 
     return run
-
-
-def best_seconds(run: Callable[[], int], repeat: int) -> float:
-    """The fastest of ``repeat`` runs, in seconds."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:

@@ -14,12 +14,12 @@ pynmea2 parse each with its checksum checked (the library alone, no records).
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pynmea2
 
+from bench.common import best_seconds
 from protocols.nmea import NmeaDecoder
 from protocols.records import ts_to_ms
 from simulators.gps import GpsReceiver, RouteDriver
@@ -73,16 +73,6 @@ def baseline_run(data: bytes) -> Callable[[], int]:
         return parsed
 
     return run
-
-
-def best_seconds(run: Callable[[], int], repeat: int) -> float:
-    """The fastest of ``repeat`` runs, in seconds."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def main() -> None:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 import binascii
 import struct
-import time
 from collections.abc import Callable
 
+from bench.common import best_run
 from protocols.records import ts_to_ms
 from protocols.registrador import RegistradorDecoder
 from simulators.noise import Noise, NoiseConfig
@@ -97,17 +97,6 @@ def baseline_run(data: bytes) -> Callable[[], int]:
     return run
 
 
-def best_seconds(run: Callable[[], int], repeat: int) -> tuple[float, int]:
-    """The fastest of ``repeat`` runs in seconds, and what the run returned."""
-    best = float("inf")
-    result = 0
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - start)
-    return best, result
-
-
 def main() -> None:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
@@ -121,12 +110,12 @@ def main() -> None:
     ok = True
     for label, garbage in (("clean", 0.0), ("1% garbage", 0.01)):
         data, sent = simulated(args.seconds, garbage)
-        base_s, base_frames = best_seconds(baseline_run(data), args.repeat)
+        base_s, base_frames = best_run(baseline_run(data), args.repeat)
         base_bps = len(data) / base_s
         print(f"{label}: {len(data):,} bytes, {sent:,} frames; baseline struct.unpack_from "
               f"{base_bps:,.0f} bytes/s, {base_frames / base_s:,.0f} frames/s")
         for chunk in (4096, 64):
-            seconds, frames = best_seconds(decoder_run(data, chunk), args.repeat)
+            seconds, frames = best_run(decoder_run(data, chunk), args.repeat)
             bps, fps = len(data) / seconds, frames / seconds
             line_x = bps / LINE_RATE
             ok = ok and line_x >= TARGET_LINE_X and fps >= TARGET_FPS and frames == sent

@@ -17,22 +17,12 @@ of render to the floor.
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
 
+from bench.common import best_run
 from protocols.records import dumps, ms_to_ts, validate
 from simulators.scenario import find, load
 from simulators.scenario.render import iter_records
 from simulators.scenario.timeline import build
-
-
-def _best(repeat: int, job: Callable[[], int]) -> tuple[float, int]:
-    best, count = float("inf"), 0
-    for _ in range(repeat):
-        start = time.perf_counter()
-        count = job()
-        best = min(best, time.perf_counter() - start)
-    return best, count
 
 
 def main() -> None:
@@ -63,7 +53,7 @@ def main() -> None:
     def full() -> int:
         return sum(len(dumps(validate(r))) > 0 for r in iter_records(build(sc)))
 
-    results = {name: _best(args.repeat, job) for name, job in
+    results = {name: best_run(job, args.repeat) for name, job in
                (("floor", floor), ("timeline", timeline), ("render", render),
                 ("render+validate+json", full))}
     base = results["floor"][0]

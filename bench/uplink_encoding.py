@@ -9,7 +9,6 @@ ratio, and µs per record to encode and to decode, with JSON as the baseline of 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,22 +16,15 @@ import msgpack
 import zstandard
 
 from bench.busday import day_of_records
+from bench.common import best_seconds
 from protocols.uplink import encode_batch_json
 
 BATCH = 500
+REPEAT = 9  # runs per case, the best kept
 
 
 def _json(batch: list[dict[str, Any]]) -> bytes:
     return json.dumps({"schema": 1, "records": batch}, separators=(",", ":")).encode()
-
-
-def _best(fn: Callable[[], object], repeat: int = 9) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
 
 
 def main() -> None:
@@ -65,8 +57,8 @@ def main() -> None:
     for name, (enc, dec) in encoders.items():
         payloads = [enc(b) for b in batches]
         size = sum(len(p) for p in payloads) / n
-        t_enc = _best(lambda enc=enc: [enc(b) for b in batches]) / n * 1e6  # type: ignore[misc]
-        t_dec = _best(lambda dec=dec, payloads=payloads: [dec(p) for p in payloads]) / n * 1e6  # type: ignore[misc]
+        t_enc = best_seconds(lambda enc=enc: [enc(b) for b in batches], REPEAT) / n * 1e6  # type: ignore[misc]
+        t_dec = best_seconds(lambda dec=dec, payloads=payloads: [dec(p) for p in payloads], REPEAT) / n * 1e6  # type: ignore[misc]
         if name == "json":
             base_size, base_enc = size, t_enc
         print(
@@ -77,7 +69,9 @@ def main() -> None:
 
     # What the agent really does: the stored JSON of each record spliced, then zstd level 3.
     bodies = [[json.dumps(r, separators=(",", ":")) for r in b] for b in batches]
-    t_enc = _best(lambda: [encode_batch_json("ABC1D23", "a", b) for b in bodies]) / n * 1e6
+    t_enc = best_seconds(
+        lambda: [encode_batch_json("ABC1D23", "a", b) for b in bodies], REPEAT
+    ) / n * 1e6
     size = sum(len(encode_batch_json("ABC1D23", "a", b)) for b in bodies) / n
     print(
         f"{'agent path':<14} {size:9.1f} {base_size / size:7.2f} {t_enc:11.2f} {'':>11} "
