@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
@@ -10,7 +9,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collector.rules import Engine, LateRecordError
-from tests.collector.rules.timeline import HOUR, MIN, PROFILES, REGISTRY, Timeline
+from tests.collector.rules.timeline import (
+    HOUR,
+    MIN,
+    PROFILES,
+    REGISTRY,
+    Timeline,
+    engine_findings,
+    numbered,
+    rebatched_findings,
+)
 
 S = 1000
 
@@ -30,25 +38,13 @@ def _rich() -> list[dict[str, Any]]:
     tl.moving("V1", 7 * HOUR, 7 * HOUR + 5 * MIN, every_ms=30 * S)  # C2 still in slot 1
     tl.slot("V1", 7 * HOUR + 10 * MIN, 1, None, "unknown")
     tl.moving("V1", 8 * HOUR, 8 * HOUR + 3 * MIN, every_ms=30 * S)  # nobody at the wheel
-    records = sorted(tl.records, key=lambda r: (r["ts"], r["vehicle"]))
-    seq: dict[str, int] = {}
-    for rec in records:  # an agent per bus numbers its records in time order
-        seq[rec["vehicle"]] = seq.get(rec["vehicle"], 0) + 1
-        rec["agent"] = f"agent-{rec['vehicle']}"
-        rec["seq"] = seq[rec["vehicle"]]
-    return records
+    return numbered(tl.records)
 
 
 RECORDS = _rich()
 
 
-def _reference() -> list[dict[str, Any]]:
-    engine = Engine(REGISTRY, PROFILES, "SP")
-    engine.add(RECORDS)
-    return engine.findings()
-
-
-REFERENCE = _reference()
+REFERENCE = engine_findings(REGISTRY, RECORDS)
 
 
 def test_the_reference_has_findings_of_every_kind() -> None:
@@ -62,16 +58,8 @@ def test_the_reference_has_findings_of_every_kind() -> None:
        peek=st.booleans())
 def test_shuffling_and_rebatching_never_change_the_output(order: list[int], cuts: list[int],
                                                           peek: bool) -> None:
-    shuffled = [RECORDS[i] for i in order]
-    engine = Engine(REGISTRY, PROFILES, "SP")
-    bounds = [0, *sorted(cuts), len(shuffled)]
     latest = max(r["ts"] for r in RECORDS)
-    for a, b in itertools.pairwise(bounds):
-        engine.add(shuffled[a:b])
-        engine.flush()
-        if peek:
-            engine.findings()  # a collector showing findings between batches
-    assert engine.findings() == REFERENCE
+    assert rebatched_findings(REGISTRY, RECORDS, order, cuts, peek) == REFERENCE
     assert all(f["start"] <= latest for f in REFERENCE)
 
 

@@ -3,14 +3,12 @@ batches (as the collector does) never change the output."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.rules import Engine
-from tests.collector.rules.timeline import MIN, PROFILES
+from tests.collector.rules.timeline import MIN, engine_findings, numbered, rebatched_findings
 from tests.collector.rules.trip_fixture import REGISTRY, X, departed
 
 
@@ -27,25 +25,13 @@ def _rich() -> list[dict[str, Any]]:
     tl.add("report", "V1", 190 * MIN, incident_ts=tl.ts(61 * MIN), to="passengers")
     tl.moving("V2", 200 * MIN, 260 * MIN)
     tl.add("trip", "V2", 270 * MIN, event="end", trip="T1", line="SP-R")
-    records = sorted(tl.records, key=lambda r: (r["ts"], r["vehicle"]))
-    seq: dict[str, int] = {}
-    for rec in records:
-        seq[rec["vehicle"]] = seq.get(rec["vehicle"], 0) + 1
-        rec["agent"] = f"agent-{rec['vehicle']}"
-        rec["seq"] = seq[rec["vehicle"]]
-    return records
+    return numbered(tl.records)
 
 
 RECORDS = _rich()
 
 
-def _reference() -> list[dict[str, Any]]:
-    engine = Engine(REGISTRY, PROFILES, "SP")
-    engine.add(RECORDS)
-    return engine.findings()
-
-
-REFERENCE = _reference()
+REFERENCE = engine_findings(REGISTRY, RECORDS)
 
 
 def test_the_reference_holds_the_rules_of_part_2() -> None:
@@ -62,12 +48,4 @@ def test_the_reference_holds_the_rules_of_part_2() -> None:
        peek=st.booleans())
 def test_shuffling_and_rebatching_never_change_the_output(order: list[int], cuts: list[int],
                                                           peek: bool) -> None:
-    shuffled = [RECORDS[i] for i in order]
-    engine = Engine(REGISTRY, PROFILES, "SP")
-    bounds = [0, *sorted(cuts), len(shuffled)]
-    for a, b in itertools.pairwise(bounds):
-        engine.add(shuffled[a:b])
-        engine.flush()
-        if peek:
-            engine.findings()
-    assert engine.findings() == REFERENCE
+    assert rebatched_findings(REGISTRY, RECORDS, order, cuts, peek) == REFERENCE

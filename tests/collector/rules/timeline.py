@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from collector.registry import Registry
-from collector.rules import evaluate, load_profiles
+from collector.rules import Engine, evaluate, load_profiles
 from collector.rules.profile import Profile
 from protocols.records import ms_to_ts, ts_to_ms, validate
 
@@ -89,3 +90,36 @@ class Timeline:
 def of(findings: list[dict[str, Any]], rule: str) -> list[dict[str, Any]]:
     """The findings of one rule."""
     return [f for f in findings if f["rule"] == rule]
+
+
+def numbered(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records in time order, numbered as an agent per bus does (``agent``, ``seq``)."""
+    records = sorted(records, key=lambda r: (r["ts"], r["vehicle"]))
+    seq: dict[str, int] = {}
+    for rec in records:  # an agent per bus numbers its records in time order
+        seq[rec["vehicle"]] = seq.get(rec["vehicle"], 0) + 1
+        rec["agent"] = f"agent-{rec['vehicle']}"
+        rec["seq"] = seq[rec["vehicle"]]
+    return records
+
+
+def engine_findings(registry: Registry, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The findings of an engine (profile SP) given the records in one batch."""
+    engine = Engine(registry, PROFILES, "SP")
+    engine.add(records)
+    return engine.findings()
+
+
+def rebatched_findings(registry: Registry, records: list[dict[str, Any]], order: list[int],
+                       cuts: list[int], peek: bool) -> list[dict[str, Any]]:
+    """The findings of an engine given ``records`` in ``order``, in batches cut at ``cuts``,
+    flushed after each batch and, with ``peek``, looked at too (as a collector does)."""
+    shuffled = [records[i] for i in order]
+    engine = Engine(registry, PROFILES, "SP")
+    bounds = [0, *sorted(cuts), len(shuffled)]
+    for a, b in itertools.pairwise(bounds):
+        engine.add(shuffled[a:b])
+        engine.flush()
+        if peek:
+            engine.findings()  # a collector showing findings between batches
+    return engine.findings()
