@@ -1,7 +1,9 @@
-"""Shared helpers for the agent's tests: configs and records."""
+"""Shared helpers for the agent's tests: configs, records and waiting."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,3 +32,13 @@ def speed(n: int, device_seq: int | None = None) -> Record:
         "speed", VEHICLE, ms_to_ts(T0_MS + n * 1000), kmh=float(n % 100), device_seq=device_seq,
         raw="aa55",
     )
+
+
+def wait_until(cond: Callable[[], object], timeout: float = 20.0) -> bool:
+    """Poll ``cond()`` until true or timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False

@@ -17,8 +17,8 @@ import pytest
 from agent.sources import make_source
 from agent.sources.registrador import RegistradorSource
 from agent.timekeeper import TimeKeeper
-from tests.agent.helpers import VEHICLE
-from tests.agent.test_sources import Collected, device, wait_until
+from tests.agent.helpers import VEHICLE, wait_until
+from tests.agent.test_sources import Collected, device
 from tests.services import PROJECT
 
 pytestmark = pytest.mark.pty

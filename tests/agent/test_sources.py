@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from agent.sources import Source, make_source
 from agent.timekeeper import TimeKeeper
 from protocols.records import Record, ms_to_ts, ts_to_ms, validate
 from tests.agent.devices import DoorSensor, Registrador
-from tests.agent.helpers import T0_MS, VEHICLE
+from tests.agent.helpers import T0_MS, VEHICLE, wait_until
 
 pytestmark = pytest.mark.pty
 
@@ -40,16 +39,6 @@ class Collected:
         """Records of one kind."""
         with self.lock:
             return [r for _, r in self.items if r["kind"] == kind]
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 20.0) -> bool:
-    """Poll ``cond()`` until true or timeout."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 @pytest.fixture

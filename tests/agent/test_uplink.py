@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
@@ -14,6 +14,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from agent.buffer import Buffer
 from agent.uplink import Uplink
 from protocols.uplink import status_topic
+from tests.agent import helpers
 from tests.agent.helpers import VEHICLE, config, speed
 from tests.agent.responder import Responder
 from tests.services import Mosquitto
@@ -30,15 +31,9 @@ def responder(mosquitto: Mosquitto) -> Iterator[Responder]:
     resp.close()
 
 
-def wait_until(cond: object, timeout: float = 30.0) -> bool:
-    """Poll ``cond()`` until true or timeout."""
-    assert callable(cond)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
+def wait_until(cond: Callable[[], object], timeout: float = 30.0) -> bool:
+    """Poll ``cond()`` until true or timeout (30 s by default here)."""
+    return helpers.wait_until(cond, timeout)
 
 
 def preload(path: Path, n: int, start: int = 0) -> str:
