@@ -128,10 +128,6 @@ def terminal_at(line: Line | None, lat: float | None, lon: float | None) -> str 
     return None
 
 
-def _ctx(t: TripOps) -> dict[str, Any]:
-    return {"trip": t.id, "line": t.line_id}
-
-
 # ---- interruption ------------------------------------------------------------------------
 def interrupts(t: TripOps, stop: Stop, end_ms: int) -> bool:
     """A stop is an interruption when an incident was declared, or when it lasts
