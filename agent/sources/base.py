@@ -142,10 +142,6 @@ class Source:
             self.report("ok", f"{self.config.port}: data again")
         self.health = "ok"
 
-    def silent_for(self) -> float:
-        """Seconds since the device last spoke in this session (or since it was opened)."""
-        return 0.0 if self.last_data_mono is None else time.monotonic() - self.last_data_mono
-
     def deliver(self, records: list[Record]) -> None:
         """Stamp records as the contract says and hand them to the buffer."""
         if not records:
