@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import select
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
@@ -182,8 +181,3 @@ class Runner:
             if until_ms is not None and now >= until_ms:
                 break
             self.wait(until_ms)
-
-
-def stdout_announcer() -> IO[str]:
-    """The stream ``frota sim`` prints tty paths on."""
-    return sys.stdout
