@@ -48,12 +48,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def hex_chunks(lines: Iterator[bytes]) -> Iterator[bytes]:
-    """Hex text lines (comments after '#', any whitespace) → bytes, one chunk per line."""
-    for _ts_ms, chunk in timed_hex_chunks(lines):
-        yield chunk
-
-
 def timed_hex_chunks(lines: Iterator[bytes]) -> Iterator[tuple[int | None, bytes]]:
     """Hex text lines, each maybe led by an RFC 3339 timestamp → (ms or None, bytes)."""
     for number, line in enumerate(lines, start=1):
