@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bench.drain import _cpu_of
 from tests.collector.helpers import CollectorProcess
-from tests.services import PROJECT, Mosquitto
+from tests.services import PROJECT, Mosquitto, stop_process
 
 VEHICLE = "ABC1D23"
 START = "2026-03-02T14:00:00Z"
@@ -109,12 +109,7 @@ def run_bus(folder: Path, broker: Mosquitto, scale: float, seconds: float) -> di
         agent.wait(timeout=60)
         collector.stop()
         for proc, _ in sims.values():
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, signal.SIGINT, 10)
     conn = sqlite3.connect(folder / "buffer.sqlite")
     kinds = dict(conn.execute("SELECT kind, COUNT(*) FROM records GROUP BY kind").fetchall())
     conn.close()

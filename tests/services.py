@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,6 +52,16 @@ def wait_port(port: int, timeout: float = 10.0) -> None:
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def stop_process(proc: subprocess.Popen[Any], sig: int, timeout: float) -> int:
+    """Send ``sig``, wait up to ``timeout`` seconds, then SIGKILL and wait; return the status."""
+    proc.send_signal(sig)
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
 
 
 def mosquitto_binary() -> str | None:
@@ -98,12 +110,7 @@ class Mosquitto:
         """Stop the broker (SIGTERM, then SIGKILL)."""
         if self.proc is None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, signal.SIGTERM, 5)
         self.proc = None
 
 

@@ -21,7 +21,7 @@ import pytest
 from tests.agent.helpers import VEHICLE
 from tests.agent.process import AgentProcess, write_agent_config
 from tests.collector.helpers import CollectorProcess
-from tests.services import PROJECT, Mosquitto
+from tests.services import PROJECT, Mosquitto, stop_process
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.pty, pytest.mark.slow]
 
@@ -57,12 +57,7 @@ class Simulator:
     def stop(self) -> None:
         """Stop the simulator."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc, signal.SIGINT, 10)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from tests.agent.helpers import VEHICLE
-from tests.services import PROJECT
+from tests.services import PROJECT, stop_process
 
 
 def write_agent_config(
@@ -104,12 +104,7 @@ class AgentProcess:
         """Send ``sig`` and wait; return the exit status."""
         if self.proc is None:
             return 0
-        self.proc.send_signal(sig)
-        try:
-            status = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            status = self.proc.wait()
+        status = stop_process(self.proc, sig, 30)
         self.proc = None
         return status
 

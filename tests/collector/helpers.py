@@ -19,7 +19,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from protocols.records import Record, ms_to_ts, ts_to_ms
 from protocols.uplink import Ack, decode_ack, up_topic
-from tests.services import PROJECT, free_port
+from tests.services import PROJECT, free_port, stop_process
 
 VEHICLES = ("ABC1D23", "XYZ9K88")
 FLEET: dict[str, Any] = {
@@ -112,12 +112,7 @@ class CollectorProcess:
         """SIGTERM and wait; return the exit status."""
         if self.proc is None:
             return 0
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            status = self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            status = self.proc.wait()
+        status = stop_process(self.proc, signal.SIGTERM, 15)
         self.proc = None
         return status
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from frota.cli import main
-from tests.services import PROJECT, mosquitto_binary, require
+from tests.services import PROJECT, mosquitto_binary, require, stop_process
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.pty, pytest.mark.slow]
 
@@ -60,12 +60,7 @@ def demo(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
         yield proc
     finally:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, signal.SIGINT, 60)
 
 
 def test_demo_plays_a_trip_end_to_end(tmp_path: Path) -> None:
