@@ -350,16 +350,10 @@ class Uplink:
         cfg = self.config.uplink
         while self._room("backlog") and self._backlog_cursor < self._live_floor:
             busy = self._in_flight()
-            rows = [
-                row
-                for row in self.buffer.pending(
-                    self._backlog_cursor, cfg.batch_records, upto=self._live_floor
-                )
-                if row[0] not in busy
-            ]
+            nxt = self.buffer.pending(self._backlog_cursor, cfg.batch_records, upto=self._live_floor)
+            rows = [row for row in nxt if row[0] not in busy]
             if not rows:
                 # Either nothing is left or everything left is in flight: done for this round.
-                nxt = self.buffer.pending(self._backlog_cursor, cfg.batch_records, upto=self._live_floor)
                 if not nxt:
                     self._backlog_cursor = self._live_floor
                 else:
