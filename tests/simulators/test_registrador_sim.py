@@ -16,6 +16,7 @@ from frota.cli import main
 from protocols.registrador import RegistradorDecoder, encode_history_request
 from protocols.registrador.scanner import check_frame
 from simulators.registrador import DefaultDrive, RegistradorModel
+from tests.protocols.registrador_vectors import seqs
 from tests.services import PROJECT
 
 T0 = 1_772_460_000_000  # 2026-03-02T14:00:00.000Z
@@ -146,14 +147,6 @@ def _read_until(port: serial.Serial, decoder: RegistradorDecoder, done: Any, tim
     return records
 
 
-def _groups(records: list[dict[str, Any]]) -> list[int]:
-    out: list[int] = []
-    for r in records:
-        if not out or out[-1] != r["device_seq"]:
-            out.append(r["device_seq"])
-    return out
-
-
 def _ask(port: serial.Serial, decoder: RegistradorDecoder, first: int, last: int, rid: int) -> list[dict[str, Any]]:
     """Send a history request and read until its end arrives (or a second passes: noise)."""
     port.write(encode_history_request(first, last, request_id=rid))
@@ -183,8 +176,8 @@ def test_simulator_to_decoder_over_a_pty_with_garbage_and_history(tmp_path: Path
         assert proc.stdout.readline().strip() == str(link)
         decoder = RegistradorDecoder("ABC1D23")
         with serial.Serial(str(link), 115200, timeout=0.05) as port:
-            live = _read_until(port, decoder, lambda r: len(_groups(r)) >= 150, 20)
-            first_live, last_live = _groups(live)[0], _groups(live)[-1]
+            live = _read_until(port, decoder, lambda r: len(seqs(r)) >= 150, 20)
+            first_live, last_live = seqs(live)[0], seqs(live)[-1]
             missing = decoder.gaps()
             want = missing[0] if missing else (first_live, first_live + 4)
             later = _ask(port, decoder, *want, rid=1)
@@ -203,7 +196,7 @@ def test_simulator_to_decoder_over_a_pty_with_garbage_and_history(tmp_path: Path
     log = [json.loads(line) for line in sent_log.read_text().splitlines()]
     intact_live = [e["label"] for e in log if isinstance(e["label"], int) and e["intact"]]
     # every frame sent intact is decoded once, in order
-    assert _groups(live) == [seq for seq in intact_live if first_live <= seq <= last_live]
+    assert seqs(live) == [seq for seq in intact_live if first_live <= seq <= last_live]
     # the noise did hit: garbage dropped, frames corrupted and so missing
     assert decoder.stats.bytes_dropped > 0
     assert len(intact_live) < len([e for e in log if isinstance(e["label"], int)])
@@ -213,6 +206,6 @@ def test_simulator_to_decoder_over_a_pty_with_garbage_and_history(tmp_path: Path
     assert answers[: len(asked) + 1] == [*asked, "history end"]
     # after asking for each gap, every frame from the first to the last is held exactly once
     assert _gaps_upto(decoder, last_live) == []
-    groups = _groups(live + later)
+    groups = seqs(live + later)
     assert set(range(first_live, last_live + 1)) <= set(groups)
     assert len(groups) == len(set(groups))
