@@ -30,7 +30,7 @@ from agent import hostclock
 from agent.diskroom import release_reserve, reserve_path
 from agent.schema import MIGRATIONS as MIGRATIONS  # re-exported: the tests check the names
 from agent.schema import migrate, transaction
-from protocols.records import Record, ts_to_ms
+from protocols.records import Record, device_key, ts_to_ms
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -89,22 +89,6 @@ def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
     except (sqlite3.Error, OSError) as err:
         raise BufferError(f"cannot open the buffer {path}: {err}") from err
     return conn
-
-
-def device_key(rec: Record, ts_ms: int) -> str | None:
-    """Which record of which device frame this is, for records with ``device_seq``; else None.
-
-    ``kind:sub:device_seq:ts_ms``: one frame can give several records (a status frame gives
-    ``speed`` and, on a change, ``driver`` for slot 1 and slot 2, or ``device`` records per
-    flag), told apart by kind and ``sub`` (the driver slot, the device status, the door); the
-    device time keeps a frame counter that wraps or restarts (a replaced registrador) from
-    merging two different frames. The collector's key (collector/store.py) is built the same way.
-    """
-    device_seq = rec.get("device_seq")
-    if device_seq is None:
-        return None
-    sub = rec.get("slot") or rec.get("status") or rec.get("door") or 0
-    return f"{rec['kind']}:{sub}:{device_seq}:{ts_ms}"
 
 
 def _body(rec: Record, agent: str, seq: int) -> str:

@@ -34,7 +34,7 @@ import orjson
 
 from collector import store_rejects as rejects_bound
 from collector.store_rejects import RejectsTally
-from protocols.records import Record, ts_to_ms
+from protocols.records import Record, device_key, ts_to_ms
 
 #: Columns of ``records`` in the order of :func:`record_row`'s tuples.
 RECORD_COLUMNS: Final = (
@@ -118,15 +118,6 @@ class VehicleState:
     last_ts_ms: int
     last_received_ms: int
     agent: str | None
-
-
-def device_key(rec: Record, ts_ms: int) -> str | None:
-    """The device-frame key of a record with ``device_seq`` (see the module docstring), else None."""
-    device_seq = rec.get("device_seq")
-    if device_seq is None:
-        return None
-    part = rec.get("slot") or rec.get("status") or rec.get("door") or 0
-    return f"{rec['kind']}:{part}:{device_seq}:{ts_ms}"
 
 
 _EPOCH_DAY: Final = date(1970, 1, 1).toordinal()

@@ -243,6 +243,22 @@ _VALIDATORS = {
 }
 
 
+def device_key(rec: Mapping[str, Any], ts_ms: int) -> str | None:
+    """Which record of which device frame this is, for records with ``device_seq``; else None.
+
+    ``kind:sub:device_seq:ts_ms``: one frame can give several records (a status frame gives
+    ``speed`` and, on a change, ``driver`` for slot 1 and slot 2, or ``device`` records per
+    flag), told apart by kind and ``sub`` (the driver slot, the device status, the door); the
+    device time keeps a frame counter that wraps or restarts (a replaced registrador) from
+    merging two different frames. The agent's buffer and the collector's store both key with it.
+    """
+    device_seq = rec.get("device_seq")
+    if device_seq is None:
+        return None
+    sub = rec.get("slot") or rec.get("status") or rec.get("door") or 0
+    return f"{rec['kind']}:{sub}:{device_seq}:{ts_ms}"
+
+
 def dumps(rec: Mapping[str, Any]) -> str:
     """One record as a compact JSON line (no newline), keys in insertion order."""
     return json.dumps(rec, ensure_ascii=False, separators=(",", ":"))

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 
 from collector.ingest import Ingest
-from collector.store import Reject, Store, StoreError, device_key, open_store, record_row
-from protocols.records import ts_to_ms
+from collector.store import Reject, Store, StoreError, open_store, record_row
+from protocols.records import device_key, ts_to_ms
 from protocols.uplink import Ack, encode_batch
 from tests.collector.helpers import T0, speed
 
