@@ -113,9 +113,12 @@ class RegistradorSource(StreamSource):
             floor = self._saved_floor()
             self._expect = floor if floor is not None else None if last is None else last + 1
         req = self._request
-        if req is not None:  # its answer will not come on the new line: ask again
-            self._wanted.appendleft((req.first, req.last, req.tries - 1))
+        if req is not None:
+            # Its answer will not come on the new line: ask again for the frames of it that did
+            # not arrive (a pull late in a long download re-asks only its tail); not a try.
             self._request = None
+            for first, last in reversed(self._missing(req, req.first)):
+                self._wanted.appendleft((first, last, req.tries - 1))
         try:
             super().session(port)
         finally:
@@ -181,22 +184,28 @@ class RegistradorSource(StreamSource):
         for start in range(first, last + 1, CHUNK_FRAMES):
             self._wanted.append((start, min(last, start + CHUNK_FRAMES - 1), 0))
 
-    def _ask_again(self, req: _Request, start: int) -> None:
-        """Frames of an answered request that never arrived whole (noise broke them): again."""
-        missing = [seq for seq in range(start, req.last + 1) if seq not in self._got]
-        self._got.clear()
-        if not missing:
-            return
-        if req.tries >= TRIES:
-            log.warning("%s: %d frames of %d-%d never arrived whole", self.name, len(missing),
-                        req.first, req.last)
-            return
+    def _missing(self, req: _Request, start: int) -> list[tuple[int, int]]:
+        """The ranges of frames ``start``…``req.last`` of the request not received so far."""
         ranges: list[list[int]] = []
-        for seq in missing:
+        for seq in range(start, req.last + 1):
+            if seq in self._got:
+                continue
             if ranges and ranges[-1][1] == seq - 1:
                 ranges[-1][1] = seq
             else:
                 ranges.append([seq, seq])
+        self._got.clear()
+        return [(first, last) for first, last in ranges]
+
+    def _ask_again(self, req: _Request, start: int) -> None:
+        """Frames of an answered request that never arrived whole (noise broke them): again."""
+        ranges = self._missing(req, start)
+        if not ranges:
+            return
+        if req.tries >= TRIES:
+            log.warning("%s: %d frames of %d-%d never arrived whole", self.name,
+                        sum(last - first + 1 for first, last in ranges), req.first, req.last)
+            return
         for first, last in reversed(ranges):
             self._wanted.appendleft((first, last, req.tries))
 
