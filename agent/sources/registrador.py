@@ -80,7 +80,7 @@ class RegistradorSource(StreamSource):
         self.frames_gone = 0
         self._got: set[int] = set()  # frames of the request in flight received so far
         self._rewind_lock = threading.Lock()
-        self._rewind_to: int | None = None  # the first frame a full disk made the buffer drop
+        self._dropped: set[int] = set()  # frames a full disk made the buffer drop, to ask again
 
     def _saved_floor(self) -> int | None:
         """The catch-up floor committed with our last records (every frame below it is done)."""
@@ -125,24 +125,31 @@ class RegistradorSource(StreamSource):
             self._port = None
 
     def dropped(self, records: list[Record]) -> None:
-        """A full disk dropped these frames: expect them again from the first one (catch-up)."""
-        seqs = [r["device_seq"] for r in records if r.get("device_seq") is not None]
+        """A full disk dropped these frames: ask the registrador for exactly them again."""
+        seqs = {r["device_seq"] for r in records if r.get("device_seq") is not None}
         if seqs:
             with self._rewind_lock:
-                first = min(seqs)
-                self._rewind_to = first if self._rewind_to is None else min(self._rewind_to, first)
+                self._dropped.update(seqs)
 
     def _rewind(self) -> None:
         with self._rewind_lock:
-            first, self._rewind_to = self._rewind_to, None
-        if first is not None:
-            # From the lowest frame still owed: the dropped ones, and any range still wanted or
-            # in flight (cleared here: the next frame asks for the whole gap again).
-            floor = self.floor()
-            first = first if floor is None else min(first, floor)
-            log.info("%s: frames from %d dropped by a full buffer; asking again", self.name, first)
-            self._expect = first
-            self._wanted.clear()
+            dropped, self._dropped = self._dropped, set()
+        if dropped:
+            # Only the frames dropped: the frames captured between them may since have been
+            # uploaded and evicted to make room, and asking for them again would capture them a
+            # second time under new seqs. Queued first, so the floor saved with the next records
+            # stays at or below them until they are in.
+            ranges: list[list[int]] = []
+            for seq in sorted(dropped):
+                if ranges and ranges[-1][1] == seq - 1:
+                    ranges[-1][1] = seq
+                else:
+                    ranges.append([seq, seq])
+            log.info("%s: %d frames from %d dropped by a full buffer; asking again",
+                     self.name, len(dropped), ranges[0][0])
+            for first, last in reversed(ranges):
+                for start in reversed(range(first, last + 1, CHUNK_FRAMES)):
+                    self._wanted.appendleft((start, min(last, start + CHUNK_FRAMES - 1), 0))
             if self.state is not None:
                 self.state.resume()
 

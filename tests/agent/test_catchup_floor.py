@@ -25,6 +25,7 @@ from agent.sources.base import StateHooks
 from agent.sources.registrador import RegistradorSource
 from agent.timekeeper import TimeKeeper
 from agent.writer import BufferWriter
+from protocols.registrador.decoder import RegistradorDecoder
 from protocols.registrador.encoder import encode_history_end, encode_history_record, encode_status
 from protocols.registrador.frames import HISTORY_RANGE, HISTORY_REQUEST
 from protocols.registrador.scanner import FrameScanner
@@ -191,3 +192,24 @@ def test_a_stop_mid_catch_up_leaves_the_floor_at_the_first_frame_owed(
         assert wait_until(lambda: set(range(1, 526)) <= agent.frames())
     finally:
         agent.stop()
+
+
+def test_a_full_buffer_asks_again_for_exactly_the_frames_it_dropped(tmp_path: Path) -> None:
+    # Frames 1–10 delivered; the full buffer dropped 3, 4 and 7. Only those are owed: asking for
+    # 3–10 again would capture 5, 6, 8–10 a second time once their first copies were uploaded
+    # and evicted to make room (a CI run stored such a frame under two seqs).
+    captured: list[list[dict[str, object]]] = []
+    source = make_source(
+        device(NAME, "registrador", str(tmp_path / "unused")), VEHICLE,
+        lambda _name, records: captured.append(records), TimeKeeper(), threading.Event(),
+    )
+    assert isinstance(source, RegistradorSource)
+    decoder = RegistradorDecoder(VEHICLE)
+    by_frame = {seq: decoder.feed(frame(seq)) for seq in range(1, 11)}
+    for seq in range(1, 11):
+        source.deliver(by_frame[seq])
+    assert source.floor() == 11  # nothing owed
+    source.dropped([*by_frame[3], *by_frame[4], *by_frame[7]])
+    source.deliver([])  # the source thread's next turn takes the drop into account
+    assert source.floor() == 3
+    assert list(source._wanted) == [(3, 4, 0), (7, 7, 0)]  # (first, last, tries)
