@@ -89,9 +89,22 @@ def test_demo_plays_a_trip_end_to_end(tmp_path: Path) -> None:
         total, total)
     assert buf.execute("SELECT COUNT(*) FROM records WHERE state != 1").fetchone() == (0,)
 
-    # The findings: the 130-minute breakdown is an infraction, as the scenario expects.
+    # The findings: the 130-minute breakdown is an infraction and assistance is due.
     assert re.search(r"infraction +trip\.interruption +FRT2B02", out), out
-    assert "as the scenario expects" in out
+    assert re.search(r"deadline +trip\.assistance_due +FRT2B02", out), out
+    # Door counters have no clock: the agent stamps their records with the latest device time
+    # plus the monotonic time since (contract.md). At 5000x a stall of a few milliseconds in the
+    # agent is many seconds of device time, so a door may be stamped while the bus still moves.
+    # Apart from those door-timing rules, the findings are exactly what the scenario expects
+    # (the exact match at real rates is tested on the rendered records in test_scenario_render).
+    mismatch = re.search(r"NOT what the scenario expects: (.*)", out)
+    if mismatch is not None:
+        for problem in mismatch.group(1).split("; "):
+            assert re.fullmatch(
+                r"unexpected \d+× (doors\.open_while_moving|stops\.unapproved) \(\w+\)", problem
+            ), out
+    else:
+        assert "as the scenario expects" in out
     # Where to look.
     assert "var/demo/collector.db" in out
     assert "var/demo/agent.toml" in out
