@@ -123,4 +123,10 @@ class ApcSource(Source):
             if time.monotonic() - since >= self.config.silent_after_s:
                 return
             self.stop.wait(max(0.0, self.config.poll_interval_s - (time.monotonic() - started)))
+
+    def finished(self) -> None:
+        """Stopping: report the counts of doors still open, even with the line gone (a door
+        counted, then the cable pulled, then SIGTERM: those passengers are in no record yet)."""
+        if self._restore.is_set():  # never polled since the start or a drop: the committed state
+            self._restore_state()   # is the truth, and an empty decoder must not overwrite it
         self.deliver(self.poller.decoder.finish())

@@ -129,6 +129,10 @@ class Source:
             self.reopens += 1
             self.stop.wait(backoff)
             backoff = min(backoff * 2, cfg.reopen_max_s)
+        self.finished()
+
+    def finished(self) -> None:
+        """The agent is stopping (whether the line is open or not): hand on what is pending."""
 
     def session(self, port: serial.Serial) -> None:
         """Read until the device falls silent (return), the line fails (raise) or stop is set."""

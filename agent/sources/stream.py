@@ -10,8 +10,13 @@ from agent.sources.base import Source
 
 #: The gap in the bytes that ends a read (seconds): ~50 characters at 9600 baud.
 INTER_BYTE_S = 0.005
-#: The most bytes one read returns.
-READ_MAX = 4096
+#: The most bytes one read returns. A burst of a real device (a registrador frame, a second of
+#: NMEA sentences) is smaller, so at real rates a read still ends at the gap after the burst; on
+#: a line that never falls silent (a backlog, a simulator at a time scale) it bounds how stale
+#: the latest device time is when a clockless device (the doors) is stamped from it: 512 bytes
+#: are 44 ms at 115200 baud. With 4096, reads of a continuous stream lasted the whole read
+#: timeout (0.5 s), and at the demo's 112x that put door records 56 s of device time early.
+READ_MAX = 512
 
 
 class StreamSource(Source):

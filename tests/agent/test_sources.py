@@ -148,3 +148,42 @@ def test_apc_is_polled_and_stamped_with_device_time(tmp_path: Path, stop: thread
     # Stamped with the time keeper: T0 plus a little monotonic time, not the host clock.
     for rec in doors:
         assert 0 <= ts_to_ms(rec["ts"]) - T0_MS < 30_000
+
+
+class DoorSensorPulledOpen(DoorSensor):
+    """A DoorSensor whose cable comes out after poll 3, with its door open and 4 in, 2 out
+    counted (polls 2 and 3) — counts the agent has read but no `door` record holds yet."""
+
+    unanswered = 0
+
+    def tick(self) -> None:
+        """Answer polls 1–3 only."""
+        if self.polls < 3:
+            super().tick()
+        elif self.port.read():
+            self.unanswered += 1  # a poll after the third: the agent has read answer 3
+
+
+def test_doors_open_when_the_line_goes_and_the_agent_stops_are_reported(
+    tmp_path: Path, stop: threading.Event
+) -> None:
+    sensor = DoorSensorPulledOpen(tmp_path / "apc")
+    sink = Collected()
+    cfg = device(
+        "doors", "apc", sensor.port.path, poll_interval_s=0.05, reply_timeout_s=0.2,
+        counters=[{"address": 1, "door": 7}],
+    )
+    source = make_source(cfg, VEHICLE, sink, TimeKeeper(), stop)
+    source.start()
+    try:
+        assert wait_until(lambda: sensor.unanswered >= 1)
+        sensor.close()  # the line goes away: the source is reopening it, not polling
+        assert wait_until(lambda: "disconnected" in sink.statuses("apc"))
+    finally:
+        stop.set()
+        source.join(5)
+    doors = sink.of("door")
+    # Poll 1 is the baseline; polls 2 and 3 count 2 in, 1 out each: all 4 and 2 are in records.
+    assert sum(r["boarded"] for r in doors) == 4
+    assert sum(r["alighted"] for r in doors) == 2
+    assert doors[-1]["open"] is True
