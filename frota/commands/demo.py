@@ -66,20 +66,13 @@ def register(subparsers: Any) -> None:
 
 
 def _scenario(name: str) -> tuple[Any, Any]:
-    """The scenario and its timeline, or a UserError."""
-    from simulators.scenario import find, load
-    from simulators.scenario.model import ScenarioError
-    from simulators.scenario.timeline import build
+    """The scenario and its timeline, or a UserError naming the option."""
+    from simulators.scenario.command import load_scenario
 
-    path = find(name)
-    if not path.exists():
-        raise UserError(f"--scenario {name}: no such file, and no shipped scenario of that name "
-                        "(see 'frota sim scenario list')")
     try:
-        sc = load(path)
-        return sc, build(sc)
-    except ScenarioError as err:
-        raise UserError(f"{path.name}: {err}") from err
+        return load_scenario(name)
+    except UserError as err:
+        raise UserError(f"--scenario {err}") from err
 
 
 def _prepare(workdir: Path, keep: bool) -> None:

@@ -68,7 +68,7 @@ def register_sim(subparsers: Any) -> None:
     player.set_defaults(func=run_play)
 
 
-def _load(name: str) -> tuple[Scenario, Timeline]:
+def load_scenario(name: str) -> tuple[Scenario, Timeline]:
     """A scenario and its timeline, or a UserError naming the file and the mistake."""
     path = find(name)
     if not path.exists():
@@ -87,7 +87,7 @@ def _load(name: str) -> tuple[Scenario, Timeline]:
 def run_list(args: argparse.Namespace) -> int:
     """Print the shipped scenarios."""
     for path in shipped():
-        sc, tl = _load(str(path))
+        sc, tl = load_scenario(str(path))
         print(f"{sc.name:<14} {tl.duration_s / 3600:5.1f} h {tl.route.length_m / 1000:6.1f} km  "
               f"{sc.registry_path.name:<28} {sc.description}")
     return 0
@@ -95,7 +95,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_render(args: argparse.Namespace) -> int:
     """Write a scenario's records as JSON Lines."""
-    _, tl = _load(args.file)
+    _, tl = load_scenario(args.file)
     try:
         stream = (Path(args.output).open("w", encoding="utf-8")  # noqa: SIM115
                   if args.output else sys.stdout)
@@ -112,7 +112,7 @@ def run_render(args: argparse.Namespace) -> int:
 
 def run_play(args: argparse.Namespace) -> int:
     """Play a scenario on three ptys."""
-    sc, _ = _load(args.file)
+    sc, _ = load_scenario(args.file)
     if args.time_scale <= 0:
         raise UserError(f"--time-scale must be > 0, not {args.time_scale}")
     links = Path(args.links) if args.links else None

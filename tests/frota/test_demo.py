@@ -151,3 +151,18 @@ def test_missing_mosquitto_is_one_line_saying_to_install_it(
     assert err.count("\n") == 1
     assert "mosquitto not found: install it" in err
     assert not (tmp_path / "w").exists()
+
+
+def test_a_bad_scenario_is_one_line_naming_it_once(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    require(mosquitto_binary() is not None, "mosquitto is not installed")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("bogus = 1\n")
+    assert main(["demo", "--scenario", str(bad), "--workdir", str(tmp_path / "w")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("frota demo: error: --scenario bad.toml: ")
+    assert err.count("bad.toml") == 1
+    assert "unknown key 'bogus'" in err
+    assert main(["demo", "--scenario", "nope", "--workdir", str(tmp_path / "w")]) == 1
+    assert "--scenario nope: no such file" in capsys.readouterr().err
