@@ -8,6 +8,7 @@ wrong on the line is reported as canonical ``device`` records (``disconnected``,
 from __future__ import annotations
 
 import logging
+import termios
 import threading
 import time
 from collections.abc import Callable
@@ -40,6 +41,10 @@ class StateHooks:
     load: Callable[[], str | None]
     resume: Callable[[], None]
 
+
+#: What a line that went away raises: pyserial wraps most OS errors in SerialException, but not
+#: termios' own (a flush or line setting on a hung-up tty fails with ``termios.error``, EIO).
+LINE_ERRORS = (serial.SerialException, OSError, termios.error)
 
 #: How long one read waits for bytes (seconds); bounds the reaction to stop and to silence.
 READ_TIMEOUT_S = 0.5
@@ -104,8 +109,8 @@ class Source:
         while not self.stop.is_set():
             try:
                 port = self.open()
-            except (serial.SerialException, OSError, ValueError) as err:
-                self.report("disconnected", f"cannot open {cfg.port}: {err}")
+            except (*LINE_ERRORS, ValueError) as err:
+                self.report("disconnected", f"cannot open {cfg.port}: {_reason(err)}")
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, cfg.reopen_max_s)
                 continue
@@ -113,14 +118,14 @@ class Source:
                 self.session(port)
                 if not self.stop.is_set():
                     self.report("silent", f"no data for {cfg.silent_after_s:g}s on {cfg.port}")
-            except (serial.SerialException, OSError, SourceClosed) as err:
-                self.report("disconnected", f"{cfg.port}: {err}")
+            except (*LINE_ERRORS, SourceClosed) as err:
+                self.report("disconnected", f"{cfg.port}: {_reason(err)}")
             except Exception:  # a bug must not kill the source; it is logged and the line reopened
                 log.exception("%s: unexpected error; reopening the line", self.name)
             finally:
                 try:
                     port.close()
-                except (serial.SerialException, OSError) as err:
+                except LINE_ERRORS as err:
                     log.debug("%s: close failed: %s", self.name, err)
             if self.health == "ok":
                 backoff = cfg.reopen_min_s
@@ -174,6 +179,13 @@ class Source:
             "%s: ok (%s)", self.name, detail
         )
         self.sink("agent", [agent_record(self.vehicle, self.clock, self.config.device, status, detail)])
+
+
+def _reason(err: BaseException) -> str:
+    """An error as one line: ``termios.error`` is a bare (errno, text) tuple."""
+    if isinstance(err, termios.error) and len(err.args) == 2:
+        return f"[Errno {err.args[0]}] {err.args[1]}"
+    return str(err)
 
 
 def agent_record(vehicle: str, clock: TimeKeeper, device: str, status: str, detail: str) -> Record:
