@@ -104,8 +104,9 @@ class SensorBus:
 
 
 class StopCycle:
-    """Every ``every_s`` device seconds the doors open for ``dwell_s``; passengers pass one by
-    one at random doors while they are open (seeded, so a run can be repeated)."""
+    """Every ``every_s`` device seconds the doors open for ``dwell_s`` (shorter than ``every_s``:
+    stops start ``every_s`` apart, as ``frota sim apc --help`` says); passengers pass one by one
+    at random doors while they are open (seeded, so a run can be repeated)."""
 
     def __init__(
         self, start_ms: int, every_s: float = 120.0, dwell_s: float = 30.0,
@@ -113,14 +114,18 @@ class StopCycle:
     ) -> None:
         if every_s <= 0 or dwell_s <= 0:
             raise ValueError("stop interval and dwell must be > 0")
+        if dwell_s >= every_s:
+            raise ValueError("the dwell must be shorter than the stop interval")
         self.every_ms = int(every_s * 1000)
         self.dwell_ms = int(dwell_s * 1000)
         self.per_stop = per_stop
         self.rng = random.Random(seed)
         self.next_ms = start_ms + self.every_ms
         self._plan: list[tuple[int, str]] = []  # (ms, action) within the current stop
+        self._opened_ms = self.next_ms  # when the current (or next) stop's doors open
 
     def _plan_stop(self, open_ms: int) -> None:
+        self._opened_ms = open_ms
         moves = [(open_ms + self.rng.randrange(1, max(2, self.dwell_ms)), self.rng.choice("ba"))
                  for _ in range(self.rng.randint(0, self.per_stop))]
         self._plan = [(open_ms, "open"), *sorted(moves), (open_ms + self.dwell_ms, "close")]
@@ -131,7 +136,7 @@ class StopCycle:
         while self.next_ms <= now_ms:
             if not self._plan:
                 self._plan_stop(self.next_ms)
-            at, action = self._plan.pop(0)
+            _, action = self._plan.pop(0)
             if action == "open":
                 for head in heads:
                     head.open = True
@@ -142,7 +147,8 @@ class StopCycle:
                 self.rng.choice(heads).board()
             else:
                 self.rng.choice(heads).alight()
-            self.next_ms = self._plan[0][0] if self._plan else at + self.every_ms
+            # The next stop opens every_ms after this one opened (not after it closed).
+            self.next_ms = self._plan[0][0] if self._plan else self._opened_ms + self.every_ms
 
 
 def register_sim(subparsers: Any) -> None:
@@ -153,15 +159,18 @@ def register_sim(subparsers: Any) -> None:
         description="Door passenger counters on a pseudo-terminal standing for the RS-485 "
         "line: one head per door at addresses FIRST..FIRST+DOORS-1, answering READ_COUNTS "
         "and ACK_RESET (firmware-notes/apc.md). Every --stop-every device seconds the doors "
-        "open for --dwell seconds and passengers board and alight. Prints the tty path.",
+        "open for --dwell seconds (shorter than --stop-every) and passengers board and alight. "
+        "Prints the tty path.",
     )
     parser.add_argument("--doors", type=int, default=2, help="door heads on the line (default 2)")
     parser.add_argument("--first-address", type=int, default=1, metavar="N",
                         help="address of the first head (default 1)")
     parser.add_argument("--stop-every", type=float, default=120.0, metavar="SECONDS",
-                        help="device seconds between stops (default 120)")
+                        help="device seconds from one stop's doors opening to the next's "
+                        "(default 120)")
     parser.add_argument("--dwell", type=float, default=30.0, metavar="SECONDS",
-                        help="device seconds the doors stay open at a stop (default 30)")
+                        help="device seconds the doors stay open at a stop, less than "
+                        "--stop-every (default 30)")
     parser.add_argument("--per-stop", type=int, default=12, metavar="N",
                         help="at most N passengers pass at a stop (default 12)")
     add_line_arguments(parser, baud=19_200)
@@ -175,6 +184,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"door heads need addresses within 1-{frames.MAX_ADDRESS}")
     if args.stop_every <= 0 or args.dwell <= 0 or args.per_stop < 0:
         raise UserError("--stop-every and --dwell must be > 0, --per-stop >= 0")
+    if args.dwell >= args.stop_every:
+        raise UserError(f"--dwell ({args.dwell:g}) must be shorter than --stop-every "
+                        f"({args.stop_every:g}): the doors open every --stop-every seconds")
 
     def make(clock: ScaledClock) -> SensorBus:
         heads = [DoorSensor(a) for a in range(args.first_address, last + 1)]

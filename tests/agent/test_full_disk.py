@@ -147,3 +147,33 @@ def test_buffer_cap_counts_as_full_even_with_disk_to_spare(tmp_path: Path) -> No
         assert buffer.counts().pending > 10
     finally:
         buffer.close()
+
+
+def test_max_size_bounds_the_database_file_and_the_wal_stays_within_its_limit(
+    tmp_path: Path,
+) -> None:
+    # agent-config.md: max_size_mb bounds the database file (SQLite's max_page_count); the WAL
+    # beside it is not counted (it is said there how big it gets). 10,000 frames through a
+    # 512 KiB cap, marked stored as they go so the writer evicts to make room: the file never
+    # passes the cap.
+    cap = 512 * 1024
+    writer = BufferWriter(tmp_path / "buffer.sqlite", commit_interval_ms=20, max_bytes=cap)
+    writer.start()
+    db = tmp_path / "buffer.sqlite"
+    peak = 0
+    marker = sqlite3.connect(db, timeout=30)
+    try:
+        for i in range(10_000):
+            writer.put_many("registrador", [speed(i + 1)])
+            if i % 500 == 499:
+                time.sleep(0.2)
+                peak = max(peak, db.stat().st_size)
+                with marker:
+                    marker.execute("UPDATE records SET state = 1")
+    finally:
+        marker.close()
+        writer.stop()
+    assert writer.evicted > 0  # the cap was reached
+    assert writer.dropped == 0
+    assert peak <= cap
+    assert db.stat().st_size <= cap

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import serial
 
+from frota.cli import main
 from protocols.apc import ACK_RESET, DoorCounts, Poller, encode_ack, encode_counts, encode_request
 from protocols.apc.frames import COUNTS_SIZE, HEADER_SIZE, parse_counts
 from protocols.records import Record, validate
@@ -67,7 +68,23 @@ def test_stop_cycle_opens_counts_and_closes() -> None:
     assert not heads[1].open
     passed = sum(h.entered + h.exited for h in heads.values())
     assert 0 <= passed <= 20
-    assert cycle.next_ms == 24_000
+    # --help: "Every --stop-every device seconds the doors open": the next stop opens at 20 s
+    # (10 s after this one opened), not 10 s after it closed.
+    assert cycle.next_ms == 20_000
+    cycle.advance(19_999, heads)
+    assert not heads[1].open
+    cycle.advance(20_000, heads)
+    assert heads[1].open
+
+
+def test_a_dwell_as_long_as_the_stop_interval_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Doors open every --stop-every seconds: a dwell that long would never let them close.
+    assert main(["sim", "apc", "--stop-every", "30", "--dwell", "30"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "--dwell (30) must be shorter than --stop-every (30)" in err
 
 
 def poll(path: str, addresses: list[int], seconds: float) -> tuple[list[Record], Poller]:
@@ -102,7 +119,7 @@ def test_frota_sim_apc_counts_add_up_through_a_pty(tmp_path: Path) -> None:
     sent = tmp_path / "sent.jsonl"
     with subprocess.Popen(
         [sys.executable, "-m", "frota", "sim", "apc", "--doors", "2", "--first-address", "3",
-         "--stop-every", "2", "--dwell", "2", "--per-stop", "8", "--seed", "5",
+         "--stop-every", "3", "--dwell", "2", "--per-stop", "8", "--seed", "5",
          "--time-scale", "4", "--duration", "40", "--sent-log", str(sent)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=PROJECT,
     ) as proc:
