@@ -166,6 +166,13 @@ class BufferConfig(_Strict):
         return None if self.max_size_mb is None else int(self.max_size_mb * 1024 * 1024)
 
 
+class IdentityConfig(_Strict):
+    """The agent's Ed25519 signing key and its certificate from the fleet CA (frota provision)."""
+
+    key_file: Path
+    cert_file: Path
+
+
 class UplinkConfig(_Strict):
     """How records are batched and sent."""
 
@@ -184,6 +191,8 @@ class AgentConfig(_Strict):
     buffer: BufferConfig
     broker: BrokerConfig
     uplink: UplinkConfig = Field(default_factory=UplinkConfig)
+    #: The signing key of the chain checkpoints; None: records are chained but not signed.
+    identity: IdentityConfig | None = None
 
     @field_validator("vehicle")
     @classmethod
@@ -251,6 +260,8 @@ def check_files(config: AgentConfig) -> None:
         "broker.tls.ca_file": config.broker.tls.ca_file,
         "broker.tls.cert_file": config.broker.tls.cert_file,
         "broker.tls.key_file": config.broker.tls.key_file,
+        "identity.key_file": config.identity.key_file if config.identity else None,
+        "identity.cert_file": config.identity.cert_file if config.identity else None,
     }
     for key, path in named.items():
         if path is not None and not path.is_file():
@@ -296,6 +307,11 @@ def load_config(path: str | Path) -> AgentConfig:
         update={"password_file": rel(config.broker.password_file), "tls": tls}
     )
     buffer = config.buffer.model_copy(update={"path": rel(config.buffer.path)})
-    config = config.model_copy(update={"broker": broker, "buffer": buffer})
+    ident = config.identity
+    if ident is not None:
+        ident = ident.model_copy(
+            update={"key_file": rel(ident.key_file), "cert_file": rel(ident.cert_file)}
+        )
+    config = config.model_copy(update={"broker": broker, "buffer": buffer, "identity": ident})
     check_files(config)
     return config

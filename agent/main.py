@@ -24,6 +24,7 @@ from agent.timekeeper import TimeKeeper
 from agent.uplink import Uplink
 from agent.writer import BufferWriter
 from protocols.records import Record
+from protocols.uplink import mask_url
 
 log = logging.getLogger("agent")
 
@@ -110,7 +111,7 @@ class Agent:
         log.info(
             "agent %s for %s: %d device(s), buffer %s, broker %s",
             self.agent_id, self.config.vehicle, len(self.sources), self.config.buffer.path,
-            self.config.broker.url,
+            mask_url(self.config.broker.url),
         )
 
     def _own(self, status: str, detail: str) -> Record:

@@ -39,6 +39,7 @@ from protocols.uplink import (
     decode_ack,
     encode_batch_json,
     encode_status,
+    mask_url,
     status_topic,
     up_topic,
 )
@@ -174,7 +175,11 @@ class Uplink:
         self.stats.connected = True
         self.stats.connects += 1
         self._connected_gen += 1
-        log.info("connected to %s (session present: %s)", self.config.broker.url, flags.session_present)
+        log.info(
+            "connected to %s (session present: %s)",
+            mask_url(self.config.broker.url),
+            flags.session_present,
+        )
         self.wake.set()
 
     def _on_disconnect(

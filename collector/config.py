@@ -42,6 +42,8 @@ class BrokerConfig(_Strict):
     client_id: Annotated[str, Field(min_length=1, max_length=128)] = "frota-collector"
     username: str | None = None
     password: str | None = None
+    #: A file holding the password (mode 0600), instead of ``password``.
+    password_file: Path | None = None
     keepalive: Annotated[int, Field(ge=5, le=3600)] = 30
     tls: TLSConfig = TLSConfig()
 
@@ -54,6 +56,12 @@ class BrokerConfig(_Strict):
     def host(self) -> str:
         """The broker's host name."""
         return urlsplit(self.url).hostname or ""
+
+    def secret(self) -> str | None:
+        """The password: ``password``, else the content of ``password_file``."""
+        if self.password is not None or self.password_file is None:
+            return self.password
+        return self.password_file.read_text(encoding="utf-8").strip()
 
     @property
     def port(self) -> int:
@@ -98,10 +106,24 @@ class DatabaseConfig(_Strict):
 
 
 class HTTPConfig(_Strict):
-    """Where the HTTP API (``/health``, ``/records``) listens."""
+    """Where the HTTP API (``/health``, ``/records``) listens, and who may use it."""
 
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    #: API tokens, hashed (``frota collector token add``); None: the API is open (tests, demo
+    #: without provisioning) and says so in the log.
+    tokens_file: Path | None = None
+    #: Host header values accepted (host names, without port); empty: any.
+    allowed_hosts: tuple[str, ...] = ()
+
+
+class TrustConfig(_Strict):
+    """The fleet's trust material (``frota provision``): CA, keyring, the collector's own key."""
+
+    ca_file: Path
+    keyring: Path
+    key_file: Path
+    cert_file: Path
 
 
 class IngestConfig(_Strict):
@@ -121,6 +143,7 @@ class CollectorConfig(_Strict):
     database: DatabaseConfig = DatabaseConfig()
     http: HTTPConfig = HTTPConfig()
     ingest: IngestConfig = IngestConfig()
+    trust: TrustConfig | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = None
 
 
@@ -160,6 +183,8 @@ def parse_config(text: str, base: Path, name: str = "collector.toml") -> Collect
         raise ConfigError(f"{name}: broker.tls: cert_file and key_file go together")
     if config.broker.password is not None and config.broker.username is None:
         raise ConfigError(f"{name}: broker.password: given without broker.username")
+    if config.broker.password is not None and config.broker.password_file is not None:
+        raise ConfigError(f"{name}: broker.password_file: give password or password_file, not both")
     resolved_tls = tls.model_copy(
         update={
             "ca_file": _resolve(base, tls.ca_file),
@@ -172,11 +197,23 @@ def parse_config(text: str, base: Path, name: str = "collector.toml") -> Collect
         database = database.model_copy(
             update={"path": _resolve(base, database.path or Path("collector.db"))}
         )
+    trust = config.trust
+    if trust is not None:
+        trust = trust.model_copy(
+            update={k: _resolve(base, getattr(trust, k))
+                    for k in ("ca_file", "keyring", "key_file", "cert_file")}
+        )
+    http = config.http.model_copy(update={"tokens_file": _resolve(base, config.http.tokens_file)})
     return config.model_copy(
         update={
             "registry": _resolve(base, config.registry),
-            "broker": config.broker.model_copy(update={"tls": resolved_tls}),
+            "broker": config.broker.model_copy(
+                update={"tls": resolved_tls,
+                        "password_file": _resolve(base, config.broker.password_file)}
+            ),
             "database": database,
+            "trust": trust,
+            "http": http,
         }
     )
 
@@ -195,6 +232,10 @@ def load_config(path: Path) -> CollectorConfig:
         ("broker.tls.ca_file", config.broker.tls.ca_file),
         ("broker.tls.cert_file", config.broker.tls.cert_file),
         ("broker.tls.key_file", config.broker.tls.key_file),
+        ("broker.password_file", config.broker.password_file),
+        ("trust.ca_file", config.trust.ca_file if config.trust else None),
+        ("trust.key_file", config.trust.key_file if config.trust else None),
+        ("trust.cert_file", config.trust.cert_file if config.trust else None),
     ):
         if file is not None and not file.is_file():
             raise ConfigError(f"{path.name}: {key}: no such file {file}")

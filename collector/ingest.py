@@ -198,7 +198,7 @@ class Ingest:
             manual_ack=True,
         )
         if broker.username is not None:
-            client.username_pw_set(broker.username, broker.password)
+            client.username_pw_set(broker.username, broker.secret())
         if broker.uses_tls:
             tls = broker.tls
             client.tls_set(

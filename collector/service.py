@@ -18,6 +18,7 @@ from collector.findings import LiveFindings
 from collector.http import make_app
 from collector.ingest import Ingest
 from collector.store import Store, open_store
+from protocols.uplink import mask_url
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def run(config: CollectorConfig) -> int:
     )
     log.info(
         "collector: broker %s, database %s, registry %s (%d vehicles), http://%s:%d",
-        config.broker.url,
+        mask_url(config.broker.url),
         store.location,
         config.registry,
         len(vehicles()),

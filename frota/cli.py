@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from frota import __version__
-from frota.commands import agent, check, collector, decode, demo, sim
+from frota.commands import agent, check, collector, decode, demo, provision, sim
 from frota.errors import UserError
 
 #: The subcommands, in the order ``frota --help`` lists them.
-COMMAND_MODULES: tuple[ModuleType, ...] = (demo, decode, sim, agent, collector, check)
+COMMAND_MODULES: tuple[ModuleType, ...] = (
+    demo, decode, sim, agent, collector, check, provision,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -64,6 +64,16 @@ def check_broker_url(value: str) -> str:
     return value
 
 
+def mask_url(value: str) -> str:
+    """``value`` with the password of its user info replaced by ``***`` (for logs)."""
+    parts = urlsplit(value)
+    if parts.password is None:
+        return value
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return parts._replace(netloc=f"{user}:***@{host}").geturl()
+
+
 def vehicle_of_topic(topic: str) -> str | None:
     """The vehicle id in a ``frota/v1/<vehicle>/<leaf>`` topic, or None."""
     parts = topic.split("/")

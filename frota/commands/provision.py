@@ -1,0 +1,134 @@
+"""``frota provision``: make and change a fleet's trust material (docs/trust.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from frota.errors import UserError
+
+
+def register(subparsers: Any) -> None:
+    """Add ``frota provision init|collector|vehicle|revoke`` to the command line."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "provision",
+        help="a fleet's trust material: CA, broker config, keys and credentials",
+        description="Make a fleet's trust material in a folder: a fleet CA, a Mosquitto "
+        "configuration (TLS, no anonymous access, password file, ACL), collector and bus keys "
+        "certified by the CA, broker credentials, ready configuration files. See docs/trust.md.",
+    )
+    sub = parser.add_subparsers(dest="provision_command", metavar="SUBCOMMAND")
+    sub.required = True
+
+    init = sub.add_parser("init", help="a new fleet: CA, broker config, first collector",
+                          description="Make a new fleet in DIR: the fleet CA, "
+                          "DIR/mosquitto/mosquitto.conf and DIR/collector.toml.")
+    init.add_argument("dir", metavar="DIR", type=Path)
+    init.add_argument("--host", action="append", metavar="NAME",
+                      help="broker host name or IP in its TLS certificate; the first is the one "
+                      "agents connect to (repeat; default: localhost and 127.0.0.1)")
+    init.add_argument("--port", type=int, default=8883, help="the broker's TLS port (default 8883)")
+    init.add_argument("--bind", default="0.0.0.0", help="the address the broker listens on")
+    init.add_argument("--broker-user", default="mosquitto", metavar="USER",
+                      help="the system user Mosquitto runs as, owner of its files (default "
+                      "mosquitto)")
+    init.add_argument("--registry", type=Path, metavar="FILE",
+                      help="the fleet registry the collector reads (default: an empty "
+                      "DIR/registry.json to fill in)")
+    init.add_argument("--collector", default="main", metavar="NAME",
+                      help="the first collector's name (default main)")
+    init.set_defaults(func=_init)
+
+    col = sub.add_parser("collector", help="add a collector process",
+                         description="Add a collector: its signing key, broker login and ACL "
+                         "lines, and DIR/collectors/NAME/collector.toml.")
+    col.add_argument("dir", metavar="DIR", type=Path)
+    col.add_argument("name", metavar="NAME")
+    col.set_defaults(func=_collector)
+
+    veh = sub.add_parser("vehicle", help="add a bus",
+                         description="Add a bus: its agent's Ed25519 key certified by the fleet "
+                         "CA, its broker login and ACL lines, and DIR/vehicles/ID/agent.toml.")
+    veh.add_argument("dir", metavar="DIR", type=Path)
+    veh.add_argument("vehicle", metavar="ID")
+    veh.add_argument("--buffer", default="/var/lib/frota/buffer.sqlite", metavar="PATH",
+                     help="the agent's buffer path in agent.toml (default "
+                     "/var/lib/frota/buffer.sqlite)")
+    veh.set_defaults(func=_vehicle)
+
+    rev = sub.add_parser("revoke", help="withdraw a bus",
+                         description="Withdraw a bus: its broker login and ACL lines are removed "
+                         "and its keys marked revoked in the keyring (kept, so its older records "
+                         "still verify). Reload the broker afterwards (SIGHUP).")
+    rev.add_argument("dir", metavar="DIR", type=Path)
+    rev.add_argument("vehicle", metavar="ID")
+    rev.set_defaults(func=_revoke)
+
+
+def _fleet(folder: Path) -> Any:
+    from frota.provision.fleet import ProvisionError, load
+
+    try:
+        return load(folder)
+    except ProvisionError as err:
+        raise UserError(str(err)) from err
+
+
+def _run(action: Any) -> Any:
+    from frota.provision.broker import BrokerFileError
+    from frota.provision.fleet import ProvisionError
+    from protocols.identity import IdentityError
+
+    try:
+        return action()
+    except (ProvisionError, BrokerFileError, IdentityError) as err:
+        raise UserError(str(err)) from err
+    except OSError as err:
+        raise UserError(f"{err.filename or 'file'}: {err.strerror}") from err
+
+
+def _init(args: argparse.Namespace) -> int:
+    from frota.provision import fleet
+
+    made = _run(lambda: fleet.init(
+        args.dir, hosts=args.host or ["localhost", "127.0.0.1"], port=args.port, bind=args.bind,
+        broker_user=args.broker_user, registry=args.registry, collector=args.collector,
+    ))
+    print(f"fleet provisioned in {made.folder}")
+    print(f"  broker:    mosquitto -c {made.mosquitto / 'mosquitto.conf'}  ({made.broker_url})")
+    print(f"  collector: frota collector run --config {made.folder / 'collector.toml'}")
+    print(f"  registry:  {made.registry}")
+    print(f"  keep {made.ca_key_path} offline once the fleet is provisioned")
+    return 0
+
+
+def _collector(args: argparse.Namespace) -> int:
+    from frota.provision import fleet
+
+    state = _fleet(args.dir)
+    path = _run(lambda: fleet.add_collector(state, args.name))
+    print(f"collector {args.name!r}: frota collector run --config {path}")
+    print("reload the broker to let it log in (SIGHUP)")
+    return 0
+
+
+def _vehicle(args: argparse.Namespace) -> int:
+    from frota.provision import fleet
+
+    state = _fleet(args.dir)
+    path = _run(lambda: fleet.add_vehicle(state, args.vehicle, args.buffer))
+    print(f"vehicle {args.vehicle}: copy {path.parent} to the bus as /etc/frota "
+          f"(frota agent run --config /etc/frota/agent.toml)")
+    print("reload the broker to let it log in (SIGHUP)")
+    return 0
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    from frota.provision import fleet
+
+    state = _fleet(args.dir)
+    count = _run(lambda: fleet.revoke(state, args.vehicle))
+    print(f"vehicle {args.vehicle} revoked ({count} key(s) kept in the keyring as revoked); "
+          "reload the broker (SIGHUP)")
+    return 0

@@ -1,0 +1,1 @@
+"""``frota provision``: a fleet's trust material (CA, keys, broker configuration, credentials)."""
