@@ -18,19 +18,16 @@ import bisect
 import contextlib
 import logging
 import queue
-import ssl
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
-from paho.mqtt.properties import Properties
-from paho.mqtt.reasoncodes import ReasonCode
 
 from agent.buffer import Buffer, BufferError
 from agent.config import AgentConfig
+from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, Will, make_client
 from protocols.uplink import (
     MAX_PAYLOAD_BYTES,
     Ack,
@@ -50,8 +47,22 @@ log = logging.getLogger(__name__)
 IDLE_WAIT_S = 0.5
 
 
-class UplinkError(RuntimeError):
-    """The MQTT client cannot be set up (TLS files, credentials)."""
+def mqtt_settings(config: AgentConfig, agent: str) -> MqttSettings:
+    """How the agent connects: its broker section, its client id, and a retained ``offline`` will."""
+    broker = config.broker
+    user, password = broker.credentials()
+    tls = broker.tls
+    return MqttSettings(
+        url=broker.url,
+        client_id=config.client_id,
+        username=user,
+        password=password,
+        tls=TlsFiles(tls.ca_file, tls.cert_file, tls.key_file, tls.insecure),
+        will=Will(status_topic(config.vehicle), encode_status(config.vehicle, agent, "offline")),
+        keepalive_s=broker.keepalive_s,
+        clean_session=False,
+        max_inflight=max(20, config.uplink.max_in_flight * 2),
+    )
 
 
 @dataclass
@@ -116,85 +127,42 @@ class Uplink:
         self._thread = threading.Thread(target=self._run, name="uplink", daemon=True)
         self.client = self._make_client()
 
-    # -- paho ------------------------------------------------------------------------------
-    def _make_client(self) -> mqtt.Client:
-        broker = self.config.broker
-        client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=self.config.client_id,
-            clean_session=False,
-            protocol=mqtt.MQTTv311,
+    # -- MQTT ------------------------------------------------------------------------------
+    def _make_client(self) -> MqttClient:
+        return make_client(
+            mqtt_settings(self.config, self.agent),
+            on_connected=self._on_connect,
+            on_connect_error=self._on_connect_error,
+            on_lost=self._on_lost,
+            on_received=self._on_message,
         )
-        user, password = broker.credentials()
-        if user is not None:
-            client.username_pw_set(user, password)
-        if broker.tls_enabled:
-            tls = broker.tls
-            try:
-                client.tls_set(
-                    ca_certs=str(tls.ca_file) if tls.ca_file else None,
-                    certfile=str(tls.cert_file) if tls.cert_file else None,
-                    keyfile=str(tls.key_file) if tls.key_file else None,
-                    cert_reqs=ssl.CERT_REQUIRED,
-                )
-            except (ssl.SSLError, OSError, ValueError) as err:
-                raise UplinkError(f"broker.tls: cannot load the TLS files: {err}") from err
-            if tls.insecure:
-                client.tls_insecure_set(True)
-        client.will_set(
-            status_topic(self.vehicle),
-            encode_status(self.vehicle, self.agent, "offline"),
-            qos=1,
-            retain=True,
-        )
-        client.reconnect_delay_set(min_delay=1, max_delay=30)
-        client.max_inflight_messages_set(max(20, self.config.uplink.max_in_flight * 2))
-        client.on_connect = self._on_connect
-        client.on_disconnect = self._on_disconnect
-        client.on_message = self._on_message
-        return client
 
-    def _on_connect(
-        self,
-        client: mqtt.Client,
-        userdata: object,
-        flags: mqtt.ConnectFlags,
-        reason: ReasonCode,
-        properties: Properties | None,
-    ) -> None:
-        if reason.is_failure:
-            log.error("broker refused the connection: %s", reason)
-            return
+    def _on_connect(self, session_present: bool) -> None:
+        client = self.client
         client.subscribe(ack_topic(self.vehicle), qos=1)
-        client.publish(
-            status_topic(self.vehicle),
-            encode_status(self.vehicle, self.agent, "online"),
-            qos=1,
-            retain=True,
-        )
+        try:
+            client.send(status_topic(self.vehicle), encode_status(self.vehicle, self.agent, "online"),
+                        qos=1, retain=True)
+        except MqttError as err:
+            log.warning("status not published: %s", err)
         self.stats.connected = True
         self.stats.connects += 1
         self._connected_gen += 1
         log.info(
-            "connected to %s (session present: %s)",
-            mask_url(self.config.broker.url),
-            flags.session_present,
+            "connected to %s (session present: %s)", mask_url(self.config.broker.url), session_present
         )
         self.wake.set()
 
-    def _on_disconnect(
-        self,
-        client: mqtt.Client,
-        userdata: object,
-        flags: mqtt.DisconnectFlags,
-        reason: ReasonCode,
-        properties: Properties | None,
-    ) -> None:
+    def _on_connect_error(self, reason: str, retry_in_s: float) -> None:
+        log.warning("cannot connect to broker %s: %s (retrying in %.0f s)",
+                    mask_url(self.config.broker.url), reason, retry_in_s)
+
+    def _on_lost(self, reason: str) -> None:
         if self.stats.connected and not self._stop.is_set():
             log.warning("disconnected from the broker: %s", reason)
         self.stats.connected = False
 
-    def _on_message(self, client: mqtt.Client, userdata: object, msg: mqtt.MQTTMessage) -> None:
+    def _on_message(self, msg: mqtt.MQTTMessage) -> None:
         try:
             ack = decode_ack(bytes(msg.payload))
         except PayloadError as err:
@@ -209,9 +177,7 @@ class Uplink:
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
         """Connect (in the background, retrying) and start the send loop."""
-        broker = self.config.broker
-        self.client.connect_async(broker.host, broker.port, keepalive=broker.keepalive_s)
-        self.client.loop_start()
+        self.client.start()
         self._thread.start()
 
     @property
@@ -236,16 +202,15 @@ class Uplink:
         self.wake.set()
         self._thread.join(timeout)
         if self.stats.connected:
-            info = self.client.publish(
-                status_topic(self.vehicle),
-                encode_status(self.vehicle, self.agent, "offline"),
-                qos=1,
-                retain=True,
-            )
-            with contextlib.suppress(RuntimeError, ValueError):
+            with contextlib.suppress(MqttError, RuntimeError, ValueError):
+                info = self.client.send(
+                    status_topic(self.vehicle),
+                    encode_status(self.vehicle, self.agent, "offline"),
+                    qos=1,
+                    retain=True,
+                )
                 info.wait_for_publish(timeout=2.0)
-        self.client.disconnect()
-        self.client.loop_stop()
+        self.client.stop()
         self.buffer.close()
 
     # -- the send loop ---------------------------------------------------------------------
@@ -377,9 +342,10 @@ class Uplink:
             self._publish(rows[:half], lane)
             self._publish(rows[half:], lane)
             return
-        info = self.client.publish(up_topic(self.vehicle), payload, qos=1)
-        if info.rc != mqtt.MQTT_ERR_SUCCESS:
-            log.info("publish deferred (%s): will resend after the ack timeout", mqtt.error_string(info.rc))
+        try:
+            self.client.send(up_topic(self.vehicle), payload, qos=1)
+        except MqttError as err:
+            log.info("%s: will resend after the ack timeout", err)
         self._flights[self._next_flight] = Flight({s for s, _ in rows}, time.monotonic(), lane)
         self._next_flight += 1
         self.stats.batches_sent += 1

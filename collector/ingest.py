@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import queue
-import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -25,11 +24,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Final
 
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from collector.config import BrokerConfig
 from collector.intake import Prepared, prepare
 from collector.store import Store, StoreError
+from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, make_client
 from protocols.records import ms_to_ts
 from protocols.uplink import (
     MAX_PAYLOAD_BYTES,
@@ -38,6 +37,7 @@ from protocols.uplink import (
     Ack,
     ack_topic,
     encode_ack,
+    mask_url,
     vehicle_of_topic,
 )
 
@@ -90,6 +90,24 @@ class IngestState:
         return live
 
 
+def mqtt_settings(broker: BrokerConfig) -> MqttSettings:
+    """How the collector connects: its broker section, a persistent session, manual PUBACKs
+    (sent only after the commit), no limit on what paho queues while disconnected."""
+    tls = broker.tls
+    return MqttSettings(
+        url=broker.url,
+        client_id=broker.client_id,
+        username=broker.username,
+        password=broker.secret(),
+        tls=TlsFiles(tls.ca_file, tls.cert_file, tls.key_file, tls.insecure),
+        keepalive_s=broker.keepalive,
+        clean_session=False,
+        manual_ack=True,
+        max_inflight=100,
+        max_queued=0,
+    )
+
+
 class Ingest:
     """Turns batch payloads into stored records, rejects and acks; owns the MQTT client."""
 
@@ -104,7 +122,8 @@ class Ingest:
         self.known_vehicles = known_vehicles
         self.max_payload_bytes = max_payload_bytes
         self.state = IngestState()
-        self.client: mqtt.Client | None = None
+        self.client: MqttClient | None = None
+        self._broker_url = ""
         self._closing = False
         self._queue: queue.Queue[tuple[str, Prepared | bytes | None, int, int] | None] = (
             queue.Queue(maxsize=QUEUE_DEPTH)
@@ -189,36 +208,20 @@ class Ingest:
 
     # -- MQTT --------------------------------------------------------------------------------
     def connect(self, broker: BrokerConfig) -> None:
-        """Connect in the background (paho's thread reconnects with backoff on its own)."""
-        client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=broker.client_id,
-            clean_session=False,
-            protocol=MQTTProtocolVersion.MQTTv311,
-            manual_ack=True,
+        """Connect in the background (paho's thread reconnects with backoff on its own);
+        MqttError when the client cannot be set up (TLS files)."""
+        client = make_client(
+            mqtt_settings(broker),
+            on_connected=self._on_connect,
+            on_connect_error=self._on_connect_error,
+            on_lost=self._on_lost,
+            on_received=self._on_message,
         )
-        if broker.username is not None:
-            client.username_pw_set(broker.username, broker.secret())
-        if broker.uses_tls:
-            tls = broker.tls
-            client.tls_set(
-                ca_certs=str(tls.ca_file) if tls.ca_file else None,
-                certfile=str(tls.cert_file) if tls.cert_file else None,
-                keyfile=str(tls.key_file) if tls.key_file else None,
-                cert_reqs=ssl.CERT_REQUIRED,
-            )
-            client.tls_insecure_set(tls.insecure)
-        client.max_inflight_messages_set(100)
-        client.max_queued_messages_set(0)
-        client.reconnect_delay_set(min_delay=1, max_delay=30)
-        client.on_connect = self._on_connect
-        client.on_disconnect = self._on_disconnect
-        client.on_message = self._on_message
         self.client = client
+        self._broker_url = mask_url(broker.url)
         self._worker = threading.Thread(target=self._work, name="collector-ingest", daemon=True)
         self._worker.start()
-        client.connect_async(broker.host, broker.port, keepalive=broker.keepalive)
-        client.loop_start()
+        client.start()
 
     def close(self) -> None:
         """Finish the queued batches, disconnect, stop paho's thread and the worker."""
@@ -230,36 +233,35 @@ class Ingest:
         self._queue.put(None)
         if self._worker is not None:
             self._worker.join()
-        self.client.disconnect()
-        self.client.loop_stop()
+        self.client.stop()
         self.client = None
 
-    def _on_connect(
-        self, client: mqtt.Client, _userdata: Any, flags: Any, reason: Any, _props: Any
-    ) -> None:
-        if reason.is_failure:
-            log.error("broker refused the connection: %s", reason)
-            with self.state.lock:
-                self.state.connected = False
-                self.state.disconnected_reason = str(reason)
-            return
+    def _on_connect(self, session_present: bool) -> None:
+        client = self.client
+        assert client is not None
         # Subscribe every time: a broker that restarted without persistence forgot the session.
         client.subscribe([(UP_SUBSCRIPTION, 1), (STATUS_SUBSCRIPTION, 1)])
         with self.state.lock:
             self.state.connected = True
             self.state.connected_ms = now_ms()
             self.state.disconnected_reason = None
-        log.info("connected to the broker (session present: %s)", flags.session_present)
+        log.info("connected to the broker %s (session present: %s)", self._broker_url, session_present)
 
-    def _on_disconnect(
-        self, _client: mqtt.Client, _userdata: Any, _flags: Any, reason: Any, _props: Any
-    ) -> None:
+    def _on_connect_error(self, reason: str, retry_in_s: float) -> None:
         with self.state.lock:
             self.state.connected = False
-            self.state.disconnected_reason = str(reason)
-        log.log(logging.INFO if self._closing else logging.WARNING, "disconnected: %s", reason)
+            self.state.disconnected_reason = reason
+        log.warning("cannot connect to broker %s: %s (retrying in %.0f s)",
+                    self._broker_url, reason, retry_in_s)
 
-    def _on_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+    def _on_lost(self, reason: str) -> None:
+        with self.state.lock:
+            self.state.connected = False
+            self.state.disconnected_reason = reason
+        log.log(logging.INFO if self._closing else logging.WARNING,
+                "disconnected from broker %s: %s", self._broker_url, reason)
+
+    def _on_message(self, msg: mqtt.MQTTMessage) -> None:
         # paho's thread reads and checks the batch; the worker commits, answers and PUBACKs in
         # order, so reading the next batch overlaps with the database work of this one.
         work: Prepared | bytes | None = None
@@ -306,12 +308,20 @@ class Ingest:
             elif isinstance(work, Prepared) and answers is not None:
                 answer = next(pending)
                 if answer is not None and client is not None:
-                    vehicle, ack = answer
-                    client.publish(ack_topic(vehicle), encode_ack(ack), qos=1)
-                    with self.state.lock:
-                        self.state.vehicle(vehicle).acks += 1
+                    self._publish_ack(client, *answer)
             if client is not None:
                 client.ack(mid, qos)
+
+    def _publish_ack(self, client: MqttClient, vehicle: str, ack: Ack) -> None:
+        """Publish one acknowledgement; a refused one is logged (the agent sends the batch again
+        after its ack timeout and is answered then: the records are stored once)."""
+        try:
+            client.send(ack_topic(vehicle), encode_ack(ack), qos=1)
+        except MqttError as err:
+            log.warning("%s: acknowledgement not sent, the agent will send again: %s", vehicle, err)
+            return
+        with self.state.lock:
+            self.state.vehicle(vehicle).acks += 1
 
     # -- health ------------------------------------------------------------------------------
     def health(self, stale_after_s: float, at_ms: int | None = None) -> dict[str, Any]:

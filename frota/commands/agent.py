@@ -44,14 +44,14 @@ def run(args: argparse.Namespace) -> int:
     from agent.buffer import BufferError
     from agent.config import ConfigError, load_config
     from agent.main import run as run_agent
-    from agent.uplink import UplinkError
+    from protocols.mqtt_client import MqttError
 
     # stderr (the journal under systemd), rate-limited so a noisy line cannot fill the SD card.
     logsetup.configure(level=args.log_level)
     try:
         config = load_config(args.config)
         return run_agent(config)
-    except (ConfigError, BufferError, UplinkError) as err:
+    except (ConfigError, BufferError, MqttError) as err:
         raise UserError(str(err)) from err
 
 

@@ -69,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the collector with the configuration file."""
     from collector import registry, service
     from collector.store import StoreError
+    from protocols.mqtt_client import MqttError
 
     config = _config(args.config)
     if config.log_level is not None:
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         return service.run(config)
     except registry.RegistryError as err:
         raise UserError(f"fleet registry: {err}") from err
-    except StoreError as err:
+    except (StoreError, MqttError) as err:
         raise UserError(str(err)) from err
 
 
