@@ -7,6 +7,7 @@ Relative paths are taken from the directory of the configuration file.
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from pathlib import Path
 from typing import Annotated, Literal
@@ -166,6 +167,15 @@ def _describe(err: ValidationError) -> str:
     return f"{key}: {message}"
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def parse_config(text: str, base: Path, name: str = "collector.toml") -> CollectorConfig:
     """Parse and validate TOML text; relative paths are resolved against ``base``."""
     try:
@@ -183,6 +193,11 @@ def parse_config(text: str, base: Path, name: str = "collector.toml") -> Collect
         raise ConfigError(f"{name}: broker.tls: cert_file and key_file go together")
     if config.broker.password is not None and config.broker.username is None:
         raise ConfigError(f"{name}: broker.password: given without broker.username")
+    if config.http.tokens_file is None and not _loopback(config.http.host):
+        raise ConfigError(
+            f"{name}: http.tokens_file: required when http.host is not a loopback address "
+            "(every route then needs an API token)"
+        )
     if config.broker.password is not None and config.broker.password_file is not None:
         raise ConfigError(f"{name}: broker.password_file: give password or password_file, not both")
     resolved_tls = tls.model_copy(

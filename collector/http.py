@@ -1,19 +1,26 @@
-"""The collector's HTTP API (FastAPI): ``GET /health`` and ``GET /records``.
+"""The collector's HTTP API (FastAPI): ``/health``, ``/records``, ``/tokens``, ``/openapi.json``.
 
 Served by uvicorn in the same process as the MQTT ingest. Errors are JSON ``{"detail": "..."}``
-with one line saying what is wrong: 404 for an unknown vehicle, 400 for bad input.
+with one line saying what is wrong: 401 without a valid API token, 403 for a route the token's
+role may not use, 404 for a vehicle that is unknown or outside an ``operador``'s fleet, 400 for
+bad input (and for a Host header outside ``http.allowed_hosts``). Tokens: :mod:`collector.tokens`;
+roles and where TLS ends: ``docs/collector.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from collector.ingest import Ingest
+from collector.tokens import Token, Tokens
 from protocols.records import RecordError, ts_to_ms
 
 #: A vehicle id as it can appear in an MQTT topic level (no '/', '+', '#', no spaces).
@@ -26,42 +33,126 @@ def _validation_message(err: RequestValidationError) -> str:
     return f"{where}: {first.get('msg', 'invalid')}"
 
 
+@dataclass(frozen=True)
+class Access:
+    """Who may call the API: the token file and each vehicle's operator (from the registry)."""
+
+    tokens: Tokens
+    operators: Callable[[], Mapping[str, str | None]]
+
+
+#: The caller of an API without tokens (only allowed on a loopback address, docs/collector.md).
+OPEN = Token(id="open", role="admin", operator=None, created="", digest="")
+
+_bearer = HTTPBearer(auto_error=False, description="an API token (frota collector token add)")
+
+
+def _caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Token:
+    """The token of the request; 401 without a valid one (when the API has tokens)."""
+    access: Access | None = request.app.state.access
+    if access is None:
+        return OPEN
+    token = None if credentials is None else access.tokens.check(credentials.credentials)
+    if token is None:
+        raise HTTPException(
+            status_code=401,
+            detail="a valid API token is required (Authorization: Bearer ...)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return token
+
+
+Caller = Annotated[Token, Depends(_caller)]
+
+
+def _admin(token: Caller) -> Token:
+    """The caller, who must be an admin (403 otherwise)."""
+    if token.role != "admin":
+        raise HTTPException(status_code=403, detail=f"role {token.role} may not use this route")
+    return token
+
+
+Admin = Annotated[Token, Depends(_admin)]
+
+
 def make_app(
     ingest: Ingest,
     known_vehicles: Callable[[], frozenset[str]],
     *,
     stale_after_s: float = 300.0,
+    access: Access | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> FastAPI:
-    """The FastAPI application over a running (or not yet connected) ingest."""
-    app = FastAPI(title="Frota collector", docs_url=None, redoc_url=None, openapi_url=None)
+    """The FastAPI application over a running (or not yet connected) ingest; ``access`` None
+    leaves it open (a collector listening on loopback only, the tests' and the old demo's)."""
+    app = FastAPI(
+        title="Frota collector",
+        description="The collector's HTTP API. Every route needs an API token "
+        "(Authorization: Bearer ...). See docs/collector.md.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+    app.state.access = access
+    if allowed_hosts:
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
     store = ingest.store
 
     @app.exception_handler(RequestValidationError)
     async def _bad_input(_request: Request, err: RequestValidationError) -> JSONResponse:
         return JSONResponse(status_code=400, content={"detail": _validation_message(err)})
 
-    def _check_vehicle(vehicle: str, seen: dict[str, Any] | None = None) -> None:
-        if vehicle in known_vehicles() or (seen is not None and vehicle in seen):
+    def visible(token: Token, vehicle: str) -> bool:
+        if token.role != "operador" or access is None:
+            return True
+        return access.operators().get(vehicle) == token.operator
+
+    def _check_vehicle(token: Token, vehicle: str, seen: Mapping[str, Any] | None = None) -> None:
+        known = vehicle in known_vehicles() or (seen is not None and vehicle in seen)
+        if known and visible(token, vehicle):
             return
         raise HTTPException(status_code=404, detail=f"unknown vehicle {vehicle!r}")
 
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(_token: Caller) -> JSONResponse:
+        """This API's OpenAPI description."""
+        return JSONResponse(app.openapi())
+
+    @app.get("/tokens")
+    def tokens(_token: Admin) -> JSONResponse:
+        """The API tokens (id, role, operator, created; never the token): admin only."""
+        listed = [] if access is None else [t.public() for t in access.tokens.all()]
+        return JSONResponse({"tokens": listed})
+
     @app.get("/health")
     def health(
+        token: Caller,
         vehicle: Annotated[str | None, Query(pattern=VEHICLE_PATTERN)] = None,
     ) -> JSONResponse:
-        """Broker connection, rejects, and per-vehicle lag; 503 while the broker is away."""
+        """Broker connection, rejects, and per-vehicle lag; 503 while the broker is away. An
+        operador sees its own fleet's vehicles only."""
         body = ingest.health(stale_after_s)
         for name in known_vehicles():
             body["vehicles"].setdefault(name, _never_heard(name))
-        body["vehicles"] = dict(sorted(body["vehicles"].items()))
+        body["vehicles"] = {
+            name: value for name, value in sorted(body["vehicles"].items()) if visible(token, name)
+        }
+        if token.role == "operador":
+            body.pop("rejects_payloads_dropped", None)
+            body.pop("rejects_payload_bytes_dropped", None)
+            body["rejects"] = sum(v["rejected"] for v in body["vehicles"].values())
         if vehicle is not None:
-            _check_vehicle(vehicle, body["vehicles"])
+            _check_vehicle(token, vehicle, body["vehicles"])
             body["vehicles"] = {vehicle: body["vehicles"][vehicle]}
         body["status"] = "ok" if body["broker"]["connected"] else "broker disconnected"
         return JSONResponse(status_code=200 if body["broker"]["connected"] else 503, content=body)
 
     @app.get("/records")
     def records(
+        token: Caller,
         vehicle: Annotated[str, Query(pattern=VEHICLE_PATTERN)],
         since: str,
         until: str | None = None,
@@ -75,7 +166,7 @@ def make_app(
                 raise HTTPException(
                     status_code=400, detail=f"query {name}: {value!r} is not an RFC 3339 timestamp"
                 ) from None
-        _check_vehicle(vehicle, {v.vehicle: v for v in store.vehicles()})
+        _check_vehicle(token, vehicle, {v.vehicle: v for v in store.vehicles()})
 
         def lines() -> Iterator[str]:
             for text in store.records(vehicle, bounds[0], bounds[1]):

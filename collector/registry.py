@@ -76,6 +76,8 @@ class Vehicle(_Model):
     id: str = Field(min_length=1)
     seats: int = Field(gt=0)
     capacity: int | None = Field(default=None, gt=0)
+    #: Who may see the vehicle through the API (an ``operador`` token of this operator).
+    operator: str | None = None
 
     @property
     def max_on_board(self) -> int:

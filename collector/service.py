@@ -15,9 +15,10 @@ import uvicorn
 from collector import registry
 from collector.config import CollectorConfig
 from collector.findings import LiveFindings
-from collector.http import make_app
+from collector.http import Access, make_app
 from collector.ingest import Ingest
 from collector.store import Store, open_store
+from collector.tokens import Tokens
 from protocols.uplink import mask_url
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,17 @@ class FleetVehicles:
         self.recheck_s = recheck_s
         self._lock = threading.Lock()
         self._mtime = os.stat(path).st_mtime_ns
-        self._ids = frozenset(registry.load(path).vehicles)
+        self._ids, self._operators = self._read()
         self._checked = time.monotonic()
+
+    def _read(self) -> tuple[frozenset[str], dict[str, str | None]]:
+        vehicles = registry.load(self.path).vehicles
+        return frozenset(vehicles), {v.id: v.operator for v in vehicles.values()}
+
+    def operators(self) -> dict[str, str | None]:
+        """Each vehicle's operator (``vehicles[].operator``), as of the last reload."""
+        self()
+        return self._operators
 
     def __call__(self) -> frozenset[str]:
         """The current set of vehicle ids."""
@@ -48,7 +58,7 @@ class FleetVehicles:
                 mtime = os.stat(self.path).st_mtime_ns
                 if mtime != self._mtime:
                     self._mtime = mtime
-                    self._ids = frozenset(registry.load(self.path).vehicles)
+                    self._ids, self._operators = self._read()
                     log.info("fleet registry reloaded: %d vehicles", len(self._ids))
             except (OSError, registry.RegistryError) as err:
                 log.error("fleet registry not reloaded, keeping the previous one: %s", err)
@@ -76,7 +86,19 @@ def run(config: CollectorConfig) -> int:
         rejects_max_bytes=config.database.rejects_max_bytes,
     )
     ingest = Ingest(store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes)
-    app = make_app(ingest, vehicles, stale_after_s=config.ingest.stale_after_s)
+    access = None
+    if config.http.tokens_file is not None:
+        access = Access(Tokens(config.http.tokens_file), vehicles.operators)
+    else:
+        log.warning("http.tokens_file is not set: the API on %s is open to anyone who can reach "
+                    "it (loopback only)", config.http.host)
+    app = make_app(
+        ingest,
+        vehicles,
+        stale_after_s=config.ingest.stale_after_s,
+        access=access,
+        allowed_hosts=config.http.allowed_hosts,
+    )
     server = _Server(
         uvicorn.Config(
             app,

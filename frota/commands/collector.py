@@ -55,6 +55,10 @@ def register(subparsers: Any) -> None:
 
     add_subcommands(sub)  # enter incident|report, findings
 
+    from frota.commands import collector_tokens
+
+    collector_tokens.add_subcommands(sub)  # token add|list|remove
+
 
 def _config(path: str) -> Any:
     from collector.config import ConfigError, load_config
