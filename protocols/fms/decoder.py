@@ -40,6 +40,9 @@ from protocols.fms.transport import BamReassembler, Reassembled
 from protocols.records import Record, ms_to_ts
 
 HOLD_SECONDS: Final = 10.0
+#: Latest time a record can carry (9999-12-31T23:59:59.999Z); receive stamps beyond ~3000 years.
+MAX_MS: Final = 253_402_300_799_999
+MAX_RX: Final = 1e11
 HOLD_FRAMES: Final = 1000
 ACTIVITIES: Final = {0: "rest", 1: "available", 2: "work", 3: "drive"}
 _DATED: Final = frozenset({m.TCO1, m.VDHR, m.DC1, m.DC2, m.DI})
@@ -173,6 +176,9 @@ class FmsDecoder:
 
     def _frame(self, frame: FrameLike) -> list[Record]:
         data = bytes(frame.data)
+        rx = frame.timestamp
+        if rx is not None and not 0 <= rx < MAX_RX:  # NaN, inf, negative: no usable stamp
+            rx = None
         if not frame.is_extended_id:
             self.counts.foreign += 1
             return []
@@ -180,7 +186,6 @@ class FmsDecoder:
             raise ValueError(f"{len(data)} data bytes: CAN FD is not FMS")
         can_id = frame.arbitration_id
         pgn = pgn_of(can_id)
-        rx = frame.timestamp
         out: list[Record] = []
         if pgn in _DATED:
             self._dated(_Message(pgn, data, raw_hex(frame), rx), out)
@@ -261,6 +266,17 @@ class FmsDecoder:
         return out
 
     def _decode(self, message: _Message, ms: int | None) -> list[Record]:
+        """One message's records, dated ``ms``; a malformed message is counted, never raised."""
+        try:
+            return self._records(message, ms)
+        except (DecodeError, ValueError, TypeError, OverflowError) as err:
+            self.stats.malformed += 1
+            self.stats.reject(f"malformed: {err}", bytes.fromhex(message.raw))
+            return []
+
+    def _records(self, message: _Message, ms: int | None) -> list[Record]:
+        if ms is not None and not 0 <= ms <= MAX_MS:
+            ms = None  # a time ms_to_ts cannot write (past year 9999)
         produced: list[Record] = []
         pgn = message.pgn
         if pgn == m.TCO1:

@@ -114,7 +114,7 @@ class BamReassembler:
             return None
         seq = data[0]
         chunk = bytes(data[1:8])
-        if timestamp is not None:
+        if timestamp is not None and (session.last_seen is None or timestamp > session.last_seen):
             session.last_seen = timestamp
         known = session.packets.get(seq)
         if known is not None:
@@ -153,7 +153,7 @@ class BamReassembler:
         return (
             timestamp is not None
             and session.last_seen is not None
-            and not 0 <= timestamp - session.last_seen <= T1
+            and timestamp - session.last_seen > T1
         )
 
 
