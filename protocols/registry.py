@@ -27,6 +27,7 @@ _MODULES: dict[str, str] = {
     "registrador": "protocols.registrador",
     "nmea": "protocols.nmea",
     "apc": "protocols.apc",
+    "fms": "protocols.fms",
 }
 
 

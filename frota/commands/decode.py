@@ -24,7 +24,9 @@ def register(subparsers: Any) -> None:
         description="Decode a capture from a device (raw bytes, or hex text lines with --hex; "
         "a file or stdin) into canonical records as JSON Lines on stdout. A summary of "
         "what was dropped and why goes to stderr.",
-        epilog="Time: devices with a clock (registrador, nmea) stamp their own records. Door "
+        epilog="Time: devices with a clock (registrador, nmea; fms by the tachograph's TD "
+        "message) stamp their own records; fms reads candump logs and SLCAN text as they are "
+        "(with --hex, hex of such text). Door "
         "counters (apc) have none: give a --hex capture whose lines start with an RFC 3339 "
         "timestamp (e.g. '2026-03-02T14:23:05.021Z a5 01 81 ...'), the time of that line's "
         "bytes and of the lines after it; without any timestamp their records are dropped and "
