@@ -7,17 +7,15 @@ that is wrong. Shared by ``frota check`` and the collector.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 SERVICES = ("rodoviario", "executivo", "leito", "suburbano", "semiurbano", "urbano")
 POINT_KINDS = ("terminal", "secao", "parada", "apoio")
-#: The profiles shipped with Frota; a line naming another profile is an error.
-KNOWN_PROFILES = ("SP", "BA", "TO")
 
 Service = Literal["rodoviario", "executivo", "leito", "suburbano", "semiurbano", "urbano"]
 PointKind = Literal["terminal", "secao", "parada", "apoio"]
@@ -25,6 +23,20 @@ PointKind = Literal["terminal", "secao", "parada", "apoio"]
 
 class RegistryError(ValueError):
     """A registry that cannot be used; the message names the entry and what to fix."""
+
+
+def _known(value: str, info: ValidationInfo) -> str:
+    """A profile name the registry may use: a built-in profile, or an operator's copy loaded
+    alongside (``Registry.from_dict(..., profiles=...)``)."""
+    names = (info.context or {}).get("profiles")
+    if names is None:
+        # imported here: the rules package imports this module
+        from collector.rules.profile import builtin_names
+
+        names = builtin_names()
+    if value not in names:
+        raise ValueError(f"profile {value!r} is not one of {', '.join(names)}")
+    return value
 
 
 class _Model(BaseModel):
@@ -64,10 +76,8 @@ class Line(_Model):
 
     @field_validator("profile")
     @classmethod
-    def _known_profile(cls, value: str) -> str:
-        if value not in KNOWN_PROFILES:
-            raise ValueError(f"profile {value!r} is not one of {', '.join(KNOWN_PROFILES)}")
-        return value
+    def _known_profile(cls, value: str, info: ValidationInfo) -> str:
+        return _known(value, info)
 
 
 class Vehicle(_Model):
@@ -167,12 +177,14 @@ class Registry:
                 self._by_card[driver.card] = driver.id
 
     @classmethod
-    def from_dict(cls, doc: Any) -> Registry:
-        """Validate a parsed registry document; RegistryError names what is wrong."""
+    def from_dict(cls, doc: Any, profiles: Iterable[str] | None = None) -> Registry:
+        """Validate a parsed registry document; RegistryError names what is wrong.
+        ``profiles``: the profile names lines may use (default: the built-in profiles)."""
         if not isinstance(doc, Mapping):
             raise RegistryError("the registry is an object with lines, vehicles and drivers")
+        context = None if profiles is None else {"profiles": tuple(profiles)}
         try:
-            parsed = _Document.model_validate(doc)
+            parsed = _Document.model_validate(doc, context=context)
         except ValidationError as err:
             raise RegistryError(_message(doc, err)) from None
         return cls(parsed.lines, parsed.vehicles, parsed.drivers)
@@ -191,8 +203,9 @@ class Registry:
         return self._by_card.get(card_or_id, card_or_id)
 
 
-def load(path: str | Path) -> Registry:
-    """Read and validate a registry file (JSON, or YAML for .yaml/.yml)."""
+def load(path: str | Path, profiles: Iterable[str] | None = None) -> Registry:
+    """Read and validate a registry file (JSON, or YAML for .yaml/.yml); ``profiles`` as in
+    :meth:`Registry.from_dict`."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -207,6 +220,6 @@ def load(path: str | Path) -> Registry:
     except yaml.YAMLError as err:
         raise RegistryError(f"{path}: not YAML: {str(err).splitlines()[0]}") from None
     try:
-        return Registry.from_dict(doc)
+        return Registry.from_dict(doc, profiles)
     except RegistryError as err:
         raise RegistryError(f"{path}: {err}") from None

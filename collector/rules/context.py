@@ -30,8 +30,6 @@ class Trip:
         self.profile = profile
         self.start_ms = start_ms
         self.vehicle = vehicle
-        #: per-trip rule states, by rule id (they follow the trip to a replacement vehicle)
-        self.states: dict[str, Any] = {}
 
 
 class Vehicle:
@@ -40,7 +38,7 @@ class Vehicle:
     __slots__ = (
         "default_profile", "emitted", "gps_kmh", "gps_ms", "id", "kmh", "last_ms", "lat",
         "limit_kmh", "limit_source", "lon", "moving", "moving_since", "profile", "silent_ms",
-        "slot_activity", "slot_driver", "speed_ms", "states", "stop_kmh", "trip", "zones",
+        "slot_activity", "slot_driver", "speed_ms", "stop_kmh", "trip", "zones",
     )
 
     def __init__(self, vehicle_id: str, profile: Profile) -> None:
@@ -65,8 +63,6 @@ class Vehicle:
         self.last_ms = NO_TIME
         #: what this vehicle last told the driver journeys: driver id → activity
         self.emitted: dict[str, str] = {}
-        #: per-vehicle rule states, by rule id
-        self.states: dict[str, Any] = {}
         self.set_trip(None)
 
     def set_trip(self, trip: Trip | None) -> None:
@@ -110,6 +106,22 @@ class Vehicle:
         if trip is None:
             return (self.id, None, None, self.profile)
         return (self.id, trip.id, trip.line_id, self.profile)
+
+
+class DriverState:
+    """One driver across vehicles: where they are, their effective activity since when."""
+
+    __slots__ = ("act", "id", "presence", "since", "vehicle")
+
+    def __init__(self, driver_id: str) -> None:
+        self.id = driver_id
+        #: vehicle id → the driver's activity in it
+        self.presence: dict[str, str] = {}
+        #: the effective activity (the busiest of ``presence``, rest when in no vehicle)
+        self.act: str | None = None
+        self.since = 0
+        #: the vehicle the driver was last seen in (its trip and profile judge the driver)
+        self.vehicle: Vehicle | None = None
 
 
 def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:

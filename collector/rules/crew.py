@@ -40,7 +40,7 @@ def _unidentified_finding(st: UnidentifiedState, end_ms: int | None) -> Finding 
     vehicle, trip, line, profile = st.ctx
     cfg = profile.rules[UNIDENTIFIED]
     params: UnidentifiedParams = cfg.params
-    if not cfg.applies or st.moving_ms < params.after_s * 1000:
+    if st.moving_ms < params.after_s * 1000:
         return None
     details: dict[str, Any] = {
         "moving_s": round(st.moving_ms / 1000, 1),
@@ -140,7 +140,7 @@ def two_drivers_finding(st: TwoDriversState, trip: Trip, end_ms: int | None) -> 
     """The verdict for a trip (at its end, or provisional at ``as_of`` with ``end_ms`` None)."""
     cfg = trip.profile.rules[TWO_DRIVERS]
     params: TwoDriversParams = cfg.params
-    if not cfg.applies or trip.line is None or trip.line.length_km <= params.min_length_km:
+    if trip.line is None or trip.line.length_km <= params.min_length_km:
         return None
     if st.night_ms <= 0 or st.longest_stop_ms >= params.overnight_stop_h * 3_600_000:
         return None

@@ -28,8 +28,6 @@ def _driver_finding(rule: str, ctx: Ctx, driver: str, start: int, end: int | Non
                     details: dict[str, Any]) -> Finding | None:
     vehicle, trip, line, profile = ctx
     cfg = profile.rules[rule]
-    if not cfg.applies:
-        return None
     if end is None:
         details["open"] = True
     return build(cfg, profile, subject=driver, vehicle=vehicle, driver=driver, trip=trip,

@@ -11,56 +11,50 @@ stream already in time order, ``frota check`` on a big file), a late record rais
 
 Findings: those closed so far, kept by ``id`` (a re-evaluated episode keeps its id), plus those
 still open at ``as_of``, computed on copies of the states when asked.
+
+The engine derives what every rule reads (moving, slots, trips, each driver's effective activity
+across vehicles) and calls the rules of the pipeline (``collector/rules/pipeline.py``) through
+the hooks of ``collector/rules/rule.py``; each rule gets a read-only :class:`RuleContext`, never
+the engine. Whether a rule applies under a finding's profile is decided here, once (``_keep``).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
+from types import MappingProxyType
 
 from collector.registry import Registry
-from collector.rules.context import PRIORITY, Trip, Vehicle, slot_activity
+from collector.rules.context import PRIORITY, DriverState, Trip, Vehicle, slot_activity
 from collector.rules.finding import Finding, sort_key
-from collector.rules.operations import Operations
-from collector.rules.pipeline import DRIVER_RULES, TRIP_RULES, VEHICLE_RULES
+from collector.rules.pipeline import RULES, Pipeline, RuleType
 from collector.rules.profile import Profile
+from collector.rules.rule import Found, RuleContext
 from collector.rules.timeutil import fast_ts_ms
 from protocols.records import Record
 
 #: a queued record: (ms, vehicle, seq, agent, arrival number, record)
 Item = tuple[int, str, int, str, int, Record]
 
-_SPEED_RULE = VEHICLE_RULES[0]
-_CHANGE_RULES = VEHICLE_RULES[1:]
-
 
 class LateRecordError(Exception):
     """A record older than what the engine already processed, and no records kept to redo it."""
-
-
-class DriverState:
-    """One driver across vehicles: where they are, their effective activity since when."""
-
-    __slots__ = ("act", "id", "presence", "since", "states", "vehicle")
-
-    def __init__(self, driver_id: str) -> None:
-        self.id = driver_id
-        self.presence: dict[str, str] = {}
-        self.act: str | None = None
-        self.since = 0
-        self.vehicle: Vehicle | None = None
-        self.states = DRIVER_RULES.new_state()
 
 
 class Engine:
     """Keeps state per vehicle, per trip and per driver; give it records, ask it for findings."""
 
     def __init__(self, registry: Registry, profiles: dict[str, Profile],
-                 default_profile: str = "SP", *, retain: bool = True) -> None:
+                 default_profile: str = "SP", *, retain: bool = True,
+                 rules: Iterable[RuleType] = RULES) -> None:
         self.registry = registry
         self.profiles = profiles
         self.default = profiles[default_profile]
         self.retain = retain
+        self.rule_types = tuple(rules)
+        #: (profile, rule) pairs whose findings are dropped: the rule does not apply there
+        self._off = {(p.name, rule_id) for p in profiles.values()
+                     for rule_id, cfg in p.rules.items() if not cfg.applies}
         self._pending: list[Item] = []
         self._history: list[Item] = []
         self._arrivals = 0
@@ -74,8 +68,22 @@ class Engine:
         self.trips: dict[str, Trip] = {}
         self.closed: dict[str, Finding] = {}
         self._done_ms = None
-        #: rules part 2 (trips, stops, passengers, deadlines, equipment): collector/rules/operations
-        self.ops = Operations(self)
+        self.context = RuleContext(self.registry, MappingProxyType(self.profiles), self.default,
+                                   MappingProxyType(self.vehicles), MappingProxyType(self.trips),
+                                   MappingProxyType(self.drivers))
+        self.pipeline = Pipeline(self.rule_types, self.context)
+        hooks = self.pipeline.hooks
+        self._on_vehicle = hooks["on_vehicle"]
+        self._on_record = hooks["on_record"]
+        self._on_position = hooks["on_position"]
+        self._on_change = hooks["on_change"]
+        self._on_trip_start = hooks["on_trip_start"]
+        self._on_trip_leave = hooks["on_trip_leave"]
+        self._on_trip_end = hooks["on_trip_end"]
+        self._on_segment = hooks["on_segment"]
+        self._open = hooks["open"]
+        self._every_sample = self.pipeline.every_sample
+        self._hot_sample = self.pipeline.hot_sample
 
     # ---- input ---------------------------------------------------------------------------
     def add(self, records: Iterable[Record]) -> None:
@@ -123,25 +131,28 @@ class Engine:
             self._history.extend(ready)
 
     # ---- evaluation ----------------------------------------------------------------------
-    def _vehicle(self, vehicle_id: str) -> Vehicle:
-        v = Vehicle(vehicle_id, self.default)
-        for rule in VEHICLE_RULES:
-            v.states[rule.id] = rule.new_state()
-        self.vehicles[vehicle_id] = v
+    def _vehicle(self, vehicle_id: str, ms: int) -> Vehicle:
+        v = self.vehicles[vehicle_id] = Vehicle(vehicle_id, self.default)
+        for hook in self._on_vehicle:
+            hook(v, ms)
         return v
 
-    def _found(self, finding: Finding | list[Finding] | None) -> None:
-        if isinstance(finding, list):
-            for one in finding:
-                self.closed[one["id"]] = one
-        elif finding is not None:
+    def _keep(self, finding: Finding) -> None:
+        """A finding goes in unless its rule does not apply under its profile."""
+        if (finding["profile"], finding["rule"]) not in self._off:
             self.closed[finding["id"]] = finding
+
+    def _found(self, found: Found) -> None:
+        if isinstance(found, list):
+            for one in found:
+                self._keep(one)
+        elif found is not None:
+            self._keep(found)
 
     def _process(self, ms: int, rec: Record) -> None:
         v = self.vehicles.get(rec["vehicle"])
         if v is None:
-            v = self._vehicle(rec["vehicle"])
-            self.ops.seen(v, ms)
+            v = self._vehicle(rec["vehicle"], ms)
         v.last_ms = ms
         kind = rec["kind"]
         if kind == "speed":
@@ -158,14 +169,15 @@ class Engine:
                 v.gps_ms = ms
                 if ms - v.speed_ms > v.silent_ms:
                     self._sample(v, ms, float(gps))
-                self._found(self.ops.position(v, ms, float(gps)))
+                for hook in self._on_position:
+                    self._found(hook(v, ms, float(gps)))
         elif kind == "driver":
             self._driver_record(v, ms, rec)
-        elif kind == "trip":
-            self.ops.record(v, ms, rec)
-            self._trip_record(v, ms, rec)
         else:
-            self._found(self.ops.record(v, ms, rec))
+            for hook in self._on_record:
+                self._found(hook(v, ms, rec))
+            if kind == "trip":
+                self._trip_record(v, ms, rec)
 
     def _sample(self, v: Vehicle, ms: int, kmh: float) -> None:
         v.kmh = kmh
@@ -174,23 +186,19 @@ class Engine:
             v.moving = moving
             v.moving_since = ms
             self._changed(v, ms)
-        found = _SPEED_RULE.on_sample(v.states[_SPEED_RULE.id], v, ms, kmh, v.silent_ms)
-        if found is not None:
-            self.closed[found["id"]] = found
-        hot = self.ops.hot
-        if hot and v.id in hot:
-            self._found(self.ops.sample(v, ms, kmh))
+        for hook in self._every_sample:
+            found = hook(v, ms, kmh)
+            if found is not None:
+                self._found(found)
+        for hot, hook in self._hot_sample:
+            if hot and v.id in hot:
+                self._found(hook(v, ms, kmh))
 
     def _changed(self, v: Vehicle, ms: int) -> None:
-        """Moving, a slot or the trip changed: tell the change rules and the driver journeys."""
-        for rule in _CHANGE_RULES:
-            self._found(rule.on_change(v.states[rule.id], v, ms))
-        trip = v.trip
-        if trip is not None:
-            for rule in TRIP_RULES:
-                self._found(rule.on_change(trip.states[rule.id], trip, v, ms))
+        """Moving, a slot or the trip changed: tell the rules and the driver journeys."""
+        for hook in self._on_change:
+            self._found(hook(v, ms))
         self._emit_drivers(v, ms)
-        self._found(self.ops.changed(v, ms))
 
     def _driver_record(self, v: Vehicle, ms: int, rec: Record) -> None:
         slot = rec["slot"]
@@ -206,8 +214,8 @@ class Engine:
             if trip is not None and trip.vehicle != v.id:
                 old = self.vehicles.get(trip.vehicle)
                 if old is not None and old.trip is trip:
-                    for rule in TRIP_RULES:
-                        rule.on_leave(trip.states[rule.id], trip, ms)
+                    for hook in self._on_trip_leave:
+                        self._found(hook(trip, old, ms))
                     old.set_trip(None)
                     self._changed(old, ms)
                 trip.vehicle = v.id
@@ -217,8 +225,8 @@ class Engine:
                 line = self.registry.lines.get(rec["line"])
                 profile = self.profiles[line.profile] if line is not None else self.default
                 trip = Trip(trip_id, rec["line"], line, profile, ms, v.id)
-                for rule in TRIP_RULES:
-                    trip.states[rule.id] = rule.new_state()
+                for hook in self._on_trip_start:
+                    self._found(hook(trip, v, ms))
                 self.trips[trip_id] = trip
             v.set_trip(trip)
             self._changed(v, ms)
@@ -227,8 +235,8 @@ class Engine:
             self._changed(v, ms)
 
     def _end_trip(self, v: Vehicle, trip: Trip, ms: int) -> None:
-        for rule in TRIP_RULES:
-            self._found(rule.on_end(trip.states[rule.id], trip, ms))
+        for hook in self._on_trip_end:
+            self._found(hook(trip, v, ms))
         self.trips.pop(trip.id, None)
         v.set_trip(None)
 
@@ -265,9 +273,9 @@ class Engine:
             d.act, d.since = effective, ms
         elif effective != d.act:
             if ms > d.since and d.vehicle is not None:
-                for found in DRIVER_RULES.on_segment(d.states, d.id, d.since, ms, d.act,
-                                                     d.vehicle.context()):
-                    self.closed[found["id"]] = found
+                ctx = d.vehicle.context()
+                for hook in self._on_segment:
+                    self._found(hook(d.id, d.since, ms, d.act, ctx))
             d.act, d.since = effective, ms
 
     # ---- output --------------------------------------------------------------------------
@@ -276,22 +284,11 @@ class Engine:
         self.flush(final=True)
         as_of = as_of_ms if as_of_ms is not None else (self.latest_ms or 0)
         result: dict[str, Finding] = dict(self.closed)
-        extra: list[Finding | None] = []
-        for v in self.vehicles.values():
-            for rule in VEHICLE_RULES:
-                extra.append(rule.open(v.states[rule.id], v, as_of))
-        for trip in self.trips.values():
-            for rule in TRIP_RULES:
-                extra.append(rule.open(trip.states[rule.id], trip, as_of))
-        for d in self.drivers.values():
-            if d.act is None or d.vehicle is None:
-                continue
-            extra.extend(DRIVER_RULES.open(d.states, d.id, d.since, as_of, d.act,
-                                           d.vehicle.context()))
-        extra.extend(self.ops.open(as_of))
-        for found in extra:
-            if found is not None:
-                result[found["id"]] = found
+        off = self._off
+        for hook in self._open:
+            for found in hook(as_of):
+                if found is not None and (found["profile"], found["rule"]) not in off:
+                    result[found["id"]] = found
         return sorted(result.values(), key=sort_key)
 
 

@@ -61,8 +61,6 @@ def _build(rule: str, ep: Running, cause: str | None, end_ms: int | None,
            details: dict[str, Any]) -> Finding | None:
     vehicle, trip, line, profile = ep.ctx
     cfg = profile.rules[rule]
-    if not cfg.applies:
-        return None
     if end_ms is None:
         details["open"] = True
     subject = vehicle if cause is None else f"{vehicle}:{cause}"

@@ -95,8 +95,8 @@ class Ledger:
                 return
 
     def open(self, d: Deadline) -> Finding | None:
-        """Register a deadline (if its rule applies); the finding if an earlier report closed it."""
-        if not d.profile.rules[d.rule].applies or d.id in self.deadlines:
+        """Register a deadline; the finding if an earlier report closed it."""
+        if d.id in self.deadlines:
             return None
         self._answer(d)
         self.deadlines[d.id] = d
@@ -104,7 +104,7 @@ class Ledger:
 
     def preview(self, d: Deadline, as_of: int) -> Finding | None:
         """A deadline that would open from an episode still running at ``as_of`` (not kept)."""
-        if not d.profile.rules[d.rule].applies or d.start_ms > as_of:
+        if d.start_ms > as_of:
             return None
         known = self.deadlines.get(d.id)
         if known is not None:
@@ -153,7 +153,7 @@ class MonthLine:
 def index_finding(m: MonthLine) -> Finding | None:
     """``occupancy.index`` of a finished month: passenger-km / (seats × line length)."""
     cfg = m.profile.rules[INDEX]
-    if not cfg.applies or m.seat_km <= 0:
+    if m.seat_km <= 0:
         return None
     params: IndexParams = cfg.params
     index = m.passenger_km / m.seat_km

@@ -1,8 +1,8 @@
 """The parameters of every rule of law.md, one frozen dataclass per rule, filled from a profile.
 
 Defaults are law.md's; a profile file states every value explicitly anyway, so a reader of the
-file sees the numbers. Part 2's rules (trips, schedules, occupancy, stops, equipment) already have
-their parameters here so that profiles are complete and validated today.
+file sees the numbers. Each rule of ``collector/rules/checks/`` names the dataclass of each of its
+ids (``params``); a new rule may as well define its dataclass in its own module.
 """
 
 from __future__ import annotations
@@ -156,29 +156,5 @@ class RetentionParams:
 
     minimum_days: int = 365
 
-
-#: Every rule of law.md and the dataclass of its parameters; a profile has a section for each.
-RULE_PARAMS: dict[str, type] = {
-    "speed.over_limit": SpeedParams,
-    "driver.continuous_driving": ContinuousDrivingParams,
-    "driver.break_per_4h": BreakParams,
-    "driver.daily_rest": DailyRestParams,
-    "driver.workday": WorkdayParams,
-    "driver.two_drivers": TwoDriversParams,
-    "driver.unidentified": UnidentifiedParams,
-    "trip.interruption": InterruptionParams,
-    "trip.assistance_due": AssistanceParams,
-    "trip.report_due": ReportDueParams,
-    "trip.accident_data": NoParams,
-    "schedule.presence": PresenceParams,
-    "schedule.late_departure": LateDepartureParams,
-    "occupancy.standing": StandingParams,
-    "occupancy.overload": NoParams,
-    "stops.unapproved": NoParams,
-    "doors.open_while_moving": DoorsParams,
-    "occupancy.index": IndexParams,
-    "equipment.registrador": RegistradorParams,
-    "retention.minimum": RetentionParams,
-}
 
 SEVERITIES = ("infraction", "warning", "deadline", "report")

@@ -1,26 +1,34 @@
 """State profiles (SP, BA, TO) as data: loading, validation, local dates and driver periods.
 
-A profile is a TOML file in ``collector/rules/profiles/``; an operator's copy passed by path
-replaces the built-in profile of the same name. Validation names the file, the section and the
-key: unknown rules or parameters, wrong types, missing sections.
+A profile is a TOML file; the built-in ones are every file of ``collector/rules/profiles/`` (a new
+state is a new file there, nothing else). An operator's copy passed by path either keeps a
+built-in ``name`` and replaces that profile, or takes a new name with ``extends = "SP"`` and
+inherits whatever it does not say. A copy missing whole rule sections (a copy made before a rule
+was added) gets the built-in's sections, with a warning naming them. Validation names the file,
+the section and the key: unknown rules or parameters, wrong types, a bad time zone or date.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tomllib
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from collector.rules.params import RULE_PARAMS, SEVERITIES
+from collector.rules.params import SEVERITIES
+
+log = logging.getLogger(__name__)
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
-BUILTIN = ("SP", "BA", "TO")
+#: The profile of records outside any trip unless told otherwise; listed first.
+DEFAULT_PROFILE = "SP"
 CO_DRIVER_MODES = ("declared", "available")
 
 
@@ -96,7 +104,7 @@ def local_midnight_ms(day: date, tz: ZoneInfo) -> int:
 
 _TOP_KEYS = {
     "name": str, "title": str, "authority": str, "timezone": str, "valid_from": str,
-    "valid_until": str, "stop_kmh": float, "driver_periods": list, "rules": dict,
+    "valid_until": str, "stop_kmh": float, "driver_periods": list, "rules": dict, "extends": str,
 }
 _PERIOD_KEYS = {
     "from": str, "law": str, "continuous_driving_h": float, "break_rules": bool,
@@ -155,10 +163,9 @@ def _date(where: str, value: str) -> date:
         raise ProfileError(f"{where}: {value!r} is not a date (YYYY-MM-DD)") from None
 
 
-def _rule_config(where: str, rule_id: str, section: Any) -> RuleConfig:
+def _rule_config(where: str, rule_id: str, cls: type, section: Any) -> RuleConfig:
     if not isinstance(section, dict):
         raise ProfileError(f"{where}: rules.{rule_id!r} is not a table")
-    cls = RULE_PARAMS[rule_id]
     hints = typing.get_type_hints(cls)
     fields = {f.name for f in dataclasses.fields(cls)}
     values: dict[str, Any] = {}
@@ -230,8 +237,15 @@ def _periods(where: str, raw: Any, tz: ZoneInfo) -> tuple[DriverPeriod, ...]:
     return tuple(periods)
 
 
+def _rule_params() -> dict[str, type]:
+    # imported here: the pipeline's rules import this module
+    from collector.rules.pipeline import RULE_PARAMS
+
+    return RULE_PARAMS
+
+
 def parse_profile(doc: dict[str, Any], source: str) -> Profile:
-    """Validate a parsed profile document."""
+    """Validate a complete profile document (a rule without a section does not apply)."""
     where = source
     for key, value in doc.items():
         if key not in _TOP_KEYS:
@@ -245,15 +259,17 @@ def parse_profile(doc: dict[str, Any], source: str) -> Profile:
         tz = ZoneInfo(doc["timezone"])
     except (ZoneInfoNotFoundError, ValueError):
         raise ProfileError(f"{where}: timezone {doc['timezone']!r} is not a time zone") from None
+    known = _rule_params()
     rules_raw: dict[str, Any] = doc["rules"]
     for rule_id in rules_raw:
-        if rule_id not in RULE_PARAMS:
+        if rule_id not in known:
             raise ProfileError(f"{where}: unknown rule {rule_id!r}")
     rules: dict[str, RuleConfig] = {}
-    for rule_id in RULE_PARAMS:
-        if rule_id not in rules_raw:
-            raise ProfileError(f"{where}: missing section [rules.{rule_id!r}]")
-        rules[rule_id] = _rule_config(where, rule_id, rules_raw[rule_id])
+    for rule_id, cls in known.items():
+        if rule_id in rules_raw:
+            rules[rule_id] = _rule_config(where, rule_id, cls, rules_raw[rule_id])
+        else:   # a rule no profile file knows yet (a plug-in's): off until a profile turns it on
+            rules[rule_id] = RuleConfig(rule_id, False, "report", (), cls())
     until = doc.get("valid_until")
     return Profile(
         name=doc["name"],
@@ -271,34 +287,88 @@ def parse_profile(doc: dict[str, Any], source: str) -> Profile:
     )
 
 
-def load_file(path: str | Path) -> Profile:
-    """Load and validate one profile file (TOML)."""
-    path = Path(path)
+def builtin_names() -> tuple[str, ...]:
+    """The built-in profiles: every file of the profiles folder, the default (SP) first, then
+    by name."""
+    return tuple(sorted((path.stem for path in PROFILE_DIR.glob("*.toml")),
+                        key=lambda name: (name != DEFAULT_PROFILE, name)))
+
+
+def _read(path: Path) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
-            doc = tomllib.load(handle)
+            return tomllib.load(handle)
     except OSError as err:
         raise ProfileError(f"cannot read profile {path}: {err.strerror}") from None
     except tomllib.TOMLDecodeError as err:
         raise ProfileError(f"{path}: not TOML: {err}") from None
+
+
+def _on_top_of(base: dict[str, Any], doc: dict[str, Any],
+               inherit_top: bool) -> tuple[dict[str, Any], list[str]]:
+    """``doc`` over ``base``: rule sections merged key by key, missing sections taken from the
+    base (listed), top-level keys too when ``inherit_top``."""
+    merged = {**base, **doc} if inherit_top else dict(doc)
+    own = doc.get("rules")
+    if not isinstance(own, dict):
+        return merged, []
+    rules: dict[str, Any] = {}
+    missing: list[str] = []
+    for rule_id, section in base.get("rules", {}).items():
+        if rule_id not in own:
+            rules[rule_id] = section
+            missing.append(rule_id)
+        elif isinstance(own[rule_id], dict) and isinstance(section, dict):
+            rules[rule_id] = {**section, **own[rule_id]}
+    for rule_id, section in own.items():
+        rules.setdefault(rule_id, section)
+    merged["rules"] = rules
+    return merged, missing
+
+
+def load_file(path: str | Path, warn: Callable[[str], None] | None = None) -> Profile:
+    """Load and validate one profile file (TOML): a built-in's copy, or an ``extends`` copy."""
+    path = Path(path)
+    doc = _read(path)
+    names = builtin_names()
+    name = doc.get("name")
+    extends = doc.get("extends")
+    if extends is not None:
+        if extends not in names:
+            raise ProfileError(f"{path}: extends {extends!r}: not a built-in profile "
+                               f"({', '.join(names)})")
+        doc, _ = _on_top_of(_read(PROFILE_DIR / f"{extends}.toml"), doc, inherit_top=True)
+    elif isinstance(name, str) and name not in names:
+        raise ProfileError(f"{path}: name {name!r} is not a built-in profile ({', '.join(names)}); "
+                           'a copy under a new name says which one it extends: extends = "SP"')
+    elif isinstance(name, str):
+        doc, missing = _on_top_of(_read(PROFILE_DIR / f"{name}.toml"), doc, inherit_top=False)
+        if missing:
+            (warn or log.warning)(
+                f"{path}: no section for {', '.join(repr(m) for m in missing)}: "
+                f"the built-in {name}'s used"
+            )
     return parse_profile(doc, str(path))
 
 
 def builtin(name: str) -> Profile:
     """One of the profiles shipped with Frota."""
-    if name not in BUILTIN:
-        raise ProfileError(f"unknown profile {name!r} (built in: {', '.join(BUILTIN)})")
-    return load_file(PROFILE_DIR / f"{name}.toml")
+    names = builtin_names()
+    if name not in names:
+        raise ProfileError(f"unknown profile {name!r} (built in: {', '.join(names)})")
+    path = PROFILE_DIR / f"{name}.toml"
+    profile = parse_profile(_read(path), str(path))
+    if profile.name != name:
+        raise ProfileError(f"{path}: name {profile.name!r} is not the file's name")
+    return profile
 
 
-def load_profiles(overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Profile]:
-    """The built-in profiles, each replaced by an operator's copy (a path) of the same name."""
-    profiles = {name: builtin(name) for name in BUILTIN}
+def load_profiles(overrides: list[str] | tuple[str, ...] = (),
+                  warn: Callable[[str], None] | None = None) -> dict[str, Profile]:
+    """The built-in profiles, each replaced by an operator's copy (a path) of the same name, and
+    the copies under new names (``extends``)."""
+    profiles = {name: builtin(name) for name in builtin_names()}
     for path in overrides:
-        copy = load_file(path)
-        if copy.name not in BUILTIN:
-            raise ProfileError(
-                f"{path}: name {copy.name!r} is not a built-in profile ({', '.join(BUILTIN)})"
-            )
+        copy = load_file(path, warn)
         profiles[copy.name] = copy
     return profiles

@@ -115,8 +115,6 @@ def finding(st: SpeedState, episode: Episode, params: SpeedParams) -> Finding | 
         return None
     vehicle, trip, line, profile = st.ctx
     cfg = profile.rules[RULE]
-    if not cfg.applies:
-        return None
     details: dict[str, Any] = {
         "peak_kmh": round(episode.peak_kmh, 1),
         "limit_kmh": round(episode.limit_kmh, 1),

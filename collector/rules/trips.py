@@ -168,13 +168,11 @@ def interruption(t: TripOps, stop: Stop, end_ms: int, *, is_open: bool,
             severity = "report"
     if is_open:
         details["open"] = True
-    out: list[Finding] = []
-    if cfg.applies:
-        found = build(cfg, t.profile, subject=t.id, vehicle=stop.vehicle, driver=stop.driver,
-                      trip=t.id, line=t.line_id, start_ms=stop.start_ms,
-                      end_ms=None if is_open else end_ms, details=details)
-        found["severity"] = severity
-        out.append(found)
+    found = build(cfg, t.profile, subject=t.id, vehicle=stop.vehicle, driver=stop.driver,
+                  trip=t.id, line=t.line_id, start_ms=stop.start_ms,
+                  end_ms=None if is_open else end_ms, details=details)
+    found["severity"] = severity
+    out = [found]
     for d in _deadlines(t, stop, duration):
         one = ledger.preview(d, end_ms) if is_open else ledger.open(d)
         if one is not None:
@@ -217,7 +215,7 @@ def late_departure(t: TripOps, as_of: int | None) -> Finding | None:
     """``schedule.late_departure``: departed (or, at ``as_of``, not yet) after scheduled +
     tolerance."""
     cfg = t.profile.rules[LATE]
-    if not cfg.applies or t.scheduled_ms is None:
+    if t.scheduled_ms is None:
         return None
     params: LateDepartureParams = cfg.params
     depart = t.departed_ms if t.departed_ms is not None else as_of
@@ -238,7 +236,7 @@ def presence(t: TripOps, driver: str | None) -> Finding | None:
     """``schedule.presence`` at departure: the vehicle stood within the departure terminal's radius
     from ``before_min`` before the scheduled time until it departed."""
     cfg = t.profile.rules[PRESENCE]
-    if not cfg.applies or t.scheduled_ms is None or t.departed_ms is None:
+    if t.scheduled_ms is None or t.departed_ms is None:
         return None
     params: PresenceParams = cfg.params
     if t.line is not None and t.line.service in params.exempt_services:
@@ -280,8 +278,6 @@ def standing_limit(t: TripOps) -> int | None:
 
 def _episode_finding(t: TripOps, rule: str, ep: Episode, end_ms: int | None) -> Finding | None:
     cfg = t.profile.rules[rule]
-    if not cfg.applies:
-        return None
     details: dict[str, Any] = {"peak_on_board": ep.peak, "seats": t.seats}
     if rule == STANDING:
         details["limit"] = ep.limit
@@ -338,7 +334,7 @@ def unapproved_stop(t: TripOps, ms: int, stop_key: int, boarded: int, alighted: 
     """Boarding or alighting outside every approved point of the line: one finding per stop,
     growing with each door record of that stop (same id)."""
     cfg = t.profile.rules[UNAPPROVED]
-    if not cfg.applies or boarded + alighted <= 0 or t.line is None or lat is None:
+    if boarded + alighted <= 0 or t.line is None or lat is None:
         return None
     name, dist, inside = nearest_point(t.line, lat, lon)
     if inside:

@@ -20,7 +20,7 @@ from collector.registry import RegistryError
 from collector.registry import load as load_registry
 from collector.rules.engine import Engine, LateRecordError
 from collector.rules.intake import parse_line
-from collector.rules.profile import BUILTIN, Profile, ProfileError, load_profiles
+from collector.rules.profile import Profile, ProfileError, builtin_names, load_profiles
 from collector.rules.timeutil import fast_ts_ms
 from frota.errors import UserError
 from protocols.records import RecordError, dumps
@@ -42,8 +42,9 @@ def register(subparsers: Any) -> None:
                         help="the fleet registry (JSON, or YAML for .yaml/.yml)")
     parser.add_argument(
         "--profile", default="SP", metavar="NAME|PATH",
-        help="profile for records outside any trip: SP, BA or TO (default SP), or the path of "
-        "an operator's copy of a profile, which replaces the built-in one of the same name",
+        help="profile for records outside any trip: a built-in profile (SP, BA, TO; default SP), "
+        "or the path of an operator's copy of a profile, which replaces the built-in one of the "
+        "same name (or, with extends = \"SP\", adds a profile under its own name)",
     )
     parser.add_argument(
         "--as-of", metavar="TS",
@@ -55,17 +56,22 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _warn(message: str) -> None:
+    print(f"frota check: warning: {message}", file=sys.stderr)
+
+
 def resolve_profiles(value: str) -> tuple[dict[str, Profile], str]:
     """``--profile``: a built-in name, or a path to an operator's copy (→ profiles, default name)."""
     try:
-        if value in BUILTIN:
+        names = builtin_names()
+        if value in names:
             return load_profiles(), value
         if not Path(value).is_file():
             raise ProfileError(
-                f"--profile {value!r} is neither a built-in profile ({', '.join(BUILTIN)}) "
+                f"--profile {value!r} is neither a built-in profile ({', '.join(names)}) "
                 "nor a profile file"
             )
-        profiles = load_profiles([value])
+        profiles = load_profiles([value], warn=_warn)
         return profiles, next(name for name, p in profiles.items() if p.source == value)
     except ProfileError as err:
         raise UserError(str(err)) from None
@@ -103,11 +109,11 @@ def _feed(engine: Engine, path: Path, as_of: int | None, *, stream: bool) -> Non
 def check(registry_path: str, profile: str, records_path: Path,
           as_of_ts: str | None) -> list[dict[str, Any]]:
     """The findings for a records file (see the module's docstring)."""
+    profiles, default = resolve_profiles(profile)
     try:
-        registry = load_registry(registry_path)
+        registry = load_registry(registry_path, profiles)
     except RegistryError as err:
         raise UserError(str(err)) from None
-    profiles, default = resolve_profiles(profile)
     as_of: int | None = None
     if as_of_ts is not None:
         try:

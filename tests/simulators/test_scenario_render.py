@@ -305,10 +305,9 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def _implemented_rules() -> set[str]:
-    from collector.rules import pipeline
+    from collector.rules.pipeline import implemented_rules
 
-    ids = {h.id for h in (*pipeline.VEHICLE_RULES, *pipeline.TRIP_RULES)}
-    return ids | set(pipeline.DriverRules.ids)
+    return implemented_rules()
 
 
 @pytest.mark.parametrize("path", shipped(), ids=lambda p: p.stem)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.rules.params import RULE_PARAMS
+from collector.rules.pipeline import RULE_PARAMS
 from collector.rules.profile import ProfileError, builtin, load_profiles
 from protocols.records import ts_to_ms
 

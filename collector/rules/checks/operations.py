@@ -1,40 +1,51 @@
-"""Rules part 2 inside the engine: the hooks the engine calls and the handlers they run, in order.
+"""Rules part 2 in the pipeline: trips, stops, passengers, deadlines and equipment, in one rule
+because they share per-vehicle state (the stop before departure, the doors open, the passengers
+on board feeding passenger-km).
 
-The engine calls :class:`Operations` at five points (all with records in (``ts``, ``seq``) order):
-
-- ``seen`` — a vehicle's first record;
-- ``changed`` — after the engine's own change handling (moving started/stopped, a slot or the trip
-  changed): trips join and leave, departures, stops and interruptions;
-- ``record`` — ``trip`` (before the engine handles it), ``door``, ``incident``, ``report``,
-  ``device`` records;
-- ``sample`` — a speed sample of a vehicle in :attr:`Operations.hot` (a door open, or passengers
-  on board: passenger-km and doors-open-while-moving); other vehicles cost nothing;
-- ``position`` — a GPS fix with speed (registrador checks).
-
-Findings closed here go to the engine's closed set (a finding re-emitted with the same id replaces
-the earlier one); :meth:`Operations.open` gives those still running at ``as_of`` without changing
-any state.
+Hooks (see ``collector/rules/rule.py``): ``on_vehicle`` (a vehicle is taken as standing still since
+its first record); ``on_change`` (trips join and leave, departures, stops and interruptions);
+``on_record`` (``trip`` — before the engine handles it —, ``door``, ``incident``, ``report``,
+``device``); ``on_sample`` for the vehicles in :attr:`Operations.hot` (a door open, or passengers on
+board: passenger-km and doors-open-while-moving; other vehicles cost nothing); ``on_position`` (a
+GPS fix with speed: registrador checks). Findings closed here go to the engine's closed set (a
+finding re-emitted with the same id replaces the earlier one); ``open`` gives those still running
+at ``as_of`` without changing any state.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
 from collector.rules import equipment, trips
 from collector.rules.context import NO_TIME, Vehicle
 from collector.rules.finding import Finding
-from collector.rules.ledger import ACCIDENT_DATA, REPORT_DUE, Deadline, IndexBook, Ledger, Report
-from collector.rules.params import ReportDueParams
+from collector.rules.ledger import (
+    ACCIDENT_DATA,
+    ASSISTANCE,
+    INDEX,
+    REPORT_DUE,
+    Deadline,
+    IndexBook,
+    Ledger,
+    Report,
+)
+from collector.rules.params import (
+    AssistanceParams,
+    DoorsParams,
+    IndexParams,
+    InterruptionParams,
+    LateDepartureParams,
+    NoParams,
+    PresenceParams,
+    RegistradorParams,
+    ReportDueParams,
+    StandingParams,
+)
+from collector.rules.rule import RuleBase, RuleContext
 from collector.rules.timeutil import fast_ts_ms
 from protocols.records import Record, RecordError, ms_to_ts
 
-if TYPE_CHECKING:
-    from collector.rules.engine import Engine
-
-#: The rules this module evaluates, in law.md's order.
-RULES = (trips.INTERRUPTION, "trip.assistance_due", "trip.report_due", "trip.accident_data",
-         trips.PRESENCE, trips.LATE, trips.STANDING, trips.OVERLOAD, trips.UNAPPROVED,
-         equipment.DOORS, "occupancy.index", equipment.REGISTRADOR)
 FORCE_MAJEURE = ("force_majeure", "road_blocked")
 ACCIDENTS = ("accident", "accident_victims")
 HOUR = 3_600_000
@@ -67,25 +78,41 @@ def _ms(ts: Any) -> int | None:
         return None
 
 
-class Operations:
+class Operations(RuleBase):
     """Trips, stops, passengers, deadlines and equipment for one engine run."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.registry = engine.registry
+    params = (
+        (trips.INTERRUPTION, InterruptionParams),
+        (ASSISTANCE, AssistanceParams),
+        (REPORT_DUE, ReportDueParams),
+        (ACCIDENT_DATA, NoParams),
+        (trips.PRESENCE, PresenceParams),
+        (trips.LATE, LateDepartureParams),
+        (trips.STANDING, StandingParams),
+        (trips.OVERLOAD, NoParams),
+        (trips.UNAPPROVED, NoParams),
+        (equipment.DOORS, DoorsParams),
+        (INDEX, IndexParams),
+        (equipment.REGISTRADOR, RegistradorParams),
+    )
+    order = 50
+    #: the vehicles in ``hot`` (a door open, or passengers on board) get their samples
+    samples = "hot"
+
+    def __init__(self, ctx: RuleContext) -> None:
+        super().__init__(ctx)
+        self.registry = ctx.registry
         self.vehicles: dict[str, VehicleOps] = {}
         self.trips: dict[str, trips.TripOps] = {}
         self.ledger = Ledger()
         self.book = IndexBook()
-        #: vehicles whose speed samples matter here (a door open, or passengers on board)
-        self.hot: set[str] = set()
 
     # ---- hooks ---------------------------------------------------------------------------
-    def seen(self, v: Vehicle, ms: int) -> None:
+    def on_vehicle(self, v: Vehicle, ms: int) -> None:
         """A vehicle's first record: it is taken as standing still since then."""
         self.vehicles[v.id] = VehicleOps(ms)
 
-    def changed(self, v: Vehicle, ms: int) -> list[Finding]:
+    def on_change(self, v: Vehicle, ms: int) -> list[Finding]:
         """The engine handled a change of moving, slots or trip."""
         vs = self.vehicles[v.id]
         out: list[Finding] = []
@@ -108,7 +135,7 @@ class Operations:
             t.stop.rest = True
         return out
 
-    def record(self, v: Vehicle, ms: int, rec: Record) -> list[Finding]:
+    def on_record(self, v: Vehicle, ms: int, rec: Record) -> list[Finding]:
         """A trip, door, incident, report or device record."""
         vs = self.vehicles[v.id]
         kind = rec["kind"]
@@ -127,7 +154,7 @@ class Operations:
             return equipment.device(vs.equipment, v, ms, rec["status"], rec.get("detail"))
         return []
 
-    def sample(self, v: Vehicle, ms: int, kmh: float) -> Finding | None:
+    def on_sample(self, v: Vehicle, ms: int, kmh: float) -> Finding | None:
         """A speed sample of a hot vehicle (``v.kmh`` is already ``kmh``)."""
         vs = self.vehicles[v.id]
         t = self._mine(v)
@@ -138,7 +165,7 @@ class Operations:
             return equipment.doors_update(vs.equipment, v, ms)
         return None
 
-    def position(self, v: Vehicle, ms: int, gps: float) -> list[Finding]:
+    def on_position(self, v: Vehicle, ms: int, gps: float) -> list[Finding]:
         """A GPS fix with speed."""
         return equipment.position(self.vehicles[v.id].equipment, v, ms, gps)
 
@@ -185,7 +212,7 @@ class Operations:
         out: list[Finding] = []
         self.hot.discard(v.id)
         t.unapproved = None
-        if vs.trip_id in self.engine.trips:
+        if vs.trip_id in self.ctx.trips:
             return out                      # a replacement continues it: the stop stays open
         if t.stop is not None:
             out.extend(trips.interruption(t, t.stop, ms, is_open=False, replacement=None,
@@ -287,9 +314,9 @@ class Operations:
         return out
 
     # ---- output --------------------------------------------------------------------------
-    def open(self, as_of: int) -> list[Finding]:
+    def open(self, as_of: int) -> Iterable[Finding | None]:
         """Findings still running at ``as_of`` (no state changes)."""
-        out: list[Finding] = []
+        out: list[Finding | None] = []
         running = []
         for t in self.trips.values():
             if t.stop is not None:
@@ -304,10 +331,11 @@ class Operations:
                 running.append((t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats))
         out.extend(self.ledger.pending(as_of))
         for vid, vs in self.vehicles.items():
-            v = self.engine.vehicles[vid]
-            one = equipment.doors_open(vs.equipment, as_of)
-            if one is not None:
-                out.append(one)
+            v = self.ctx.vehicles[vid]
+            out.append(equipment.doors_open(vs.equipment, as_of))
             out.extend(equipment.registrador_open(vs.equipment, v, as_of))
         out.extend(self.book.findings(as_of, running))
         return out
+
+
+RULE = Operations
