@@ -7,6 +7,7 @@ is a complete example that the tests load. A bad file is refused with one line n
 from __future__ import annotations
 
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -270,6 +271,30 @@ def check_files(config: AgentConfig) -> None:
         getattr(config.broker.tls, k) for k in ("ca_file", "cert_file", "key_file")
     ):
         raise ConfigError("broker.tls: TLS files given but broker.url is not mqtts://")
+
+
+def check_secret_modes(config: AgentConfig) -> None:
+    """Refuse secret files (the MQTT password, the client key) open to group or others.
+
+    Checked when the agent starts: 0600 or 0400 owned by the agent's user pass, as do systemd's
+    credentials (``LoadCredential=``: 0400 under ``$CREDENTIALS_DIRECTORY``).
+    """
+    secrets = {
+        "broker.password_file": config.broker.password_file,
+        "broker.tls.key_file": config.broker.tls.key_file,
+    }
+    for key, path in secrets.items():
+        if path is None:
+            continue
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except OSError as err:
+            raise ConfigError(f"{key}: cannot read {str(path)!r}: {err.strerror}") from err
+        if mode & 0o077:
+            raise ConfigError(
+                f"{key}: {str(path)!r} is open to group or others (mode {mode:04o}); "
+                "make it 0600 or 0400, owned by the agent's user"
+            )
 
 
 def parse_config(data: dict[str, Any]) -> AgentConfig:
