@@ -423,5 +423,8 @@ class FmsDecoder:
             if code > 1:
                 self.counts.not_available += 1
                 continue
-            self._dc2_seen = True
+            if not self._dc2_seen:
+                self._dc2_seen = True
+                if self._doors.get(0):  # DC1's door 0 is retired: it must not stay open
+                    self._door(0, False, message.raw, out)
             self._door(door, code == 1, message.raw, out)

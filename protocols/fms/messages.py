@@ -1,11 +1,11 @@
 """The FMS messages Frota reads, described once in ``fms.dbc`` and read with cantools.
 
 Why a DBC read by cantools and not construct bit structs: measured on TCO1 (8 bytes, 14 signals,
-``bench/fms_decode.py --compare``), cantools decodes ≈ 270-370k frames/s (its bit unpacking is
-the C ``bitstruct`` extension) where construct's ``BitStruct`` parses ≈ 31k/s (≈ 41k/s
-compiled): 7-9× slower, and a fully loaded 250 kbit/s bus carries ≈ 1 900 frames/s. The DBC is
-also the format other CAN tools (cantools, SavvyCAN, can-utils' users) read, so the same file
-documents the bus for a person with a laptop (firmware-notes/fms.md §2).
+``python -m bench.fms_decode --compare``, firmware-notes/fms.md §2), cantools decodes ≈ 10 times
+more frames per second than construct's ``BitStruct``, compiled or not (123,500/s against
+11,700/s on a loaded 2-core machine; its bit unpacking is the C ``bitstruct`` extension). Both
+would keep up with the 20 TCO1 a second, but the headroom matters on a Pi, and the DBC is also the
+format other CAN tools read, so the same file documents the bus for a person with a laptop.
 
 Signals are decoded and encoded as raw codes (``scaling=False``): J1939 ranges for error and
 "not available" are on the raw value, and the scales are applied by the decoder. DI has no

@@ -35,25 +35,21 @@ class FrameReader:
         self.stats.bytes_in += len(data)
         pending = self._pending
         pending += data
-        start = 0
-        size = len(pending)
-        while start < size:
-            ends = [i for i in (pending.find(b"\r", start), pending.find(b"\n", start)) if i >= 0]
-            if not ends:
-                break
-            end = min(ends)
-            line = bytes(pending[start:end])
-            start = end + 1
-            if self._overflow:
+        end = max(pending.rfind(b"\r"), pending.rfind(b"\n"))
+        if end >= 0:
+            complete = bytes(pending[: end + 1])
+            del pending[: end + 1]
+            lines = complete.splitlines(keepends=True)
+            if self._overflow:  # the rest of an overlong line, up to its end
                 self._overflow = False
-                self.stats.bytes_dropped += len(line) + 1
-                continue
-            frame = self._line(line)
-            if frame is not None:
-                yield frame
-        del pending[:start]
+                self.stats.bytes_dropped += len(lines[0])
+                del lines[0]
+            for line in lines:
+                frame = self._line(line.rstrip(_ENDS), len(line))
+                if frame is not None:
+                    yield frame
         if len(pending) > MAX_LINE:
-            self._garbage(bytes(pending), "line longer than 256 characters")
+            self._garbage(bytes(pending), len(pending), "line longer than 256 characters")
             pending.clear()
             self._overflow = True
 
@@ -62,24 +58,27 @@ class FrameReader:
         line = bytes(self._pending)
         self._pending.clear()
         if line and not self._overflow:
-            frame = self._line(line)
+            frame = self._line(line, len(line))
             if frame is not None:
                 yield frame
         elif line:
             self.stats.bytes_dropped += len(line)
         self._overflow = False
 
-    def _garbage(self, line: bytes, why: str) -> None:
+    def _garbage(self, line: bytes, size: int, why: str) -> None:
         self.stats.malformed += 1
-        self.stats.bytes_dropped += len(line) + 1
+        self.stats.bytes_dropped += size
         self.stats.reject(why, line)
 
-    def _line(self, raw: bytes) -> CanFrame | None:
-        try:
-            text = raw.decode("ascii").strip()
-        except UnicodeDecodeError:
-            self._garbage(raw, "line is not ASCII")
+    def _line(self, raw: bytes, size: int) -> CanFrame | None:
+        """One line without its end (``size``: its length with the end, for the counts)."""
+        if not raw.isascii():
+            self._garbage(raw, size, "line is not ASCII")
             return None
+        if len(raw) > MAX_LINE:
+            self._garbage(raw, size, "line longer than 256 characters")
+            return None
+        text = raw.decode("ascii").strip()
         if not text or text.startswith("#"):
             return None
         try:
@@ -87,7 +86,7 @@ class FrameReader:
                 return parse_line(text)
             parsed = parse_slcan_line(text)
         except LineError as err:
-            self._garbage(raw, str(err))
+            self._garbage(raw, size, str(err))
             return None
         if parsed is None:
             self.stats.skipped += 1  # an adapter's answer, not a frame

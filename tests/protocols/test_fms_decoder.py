@@ -305,3 +305,11 @@ def test_dc1_alone_gives_door_zero_until_dc2() -> None:
         (0, False), (0, True), (0, False), (2, True), (2, False)]
     assert all("boarded" not in r for r in records)
     assert decoder.counts.not_available == 3  # DC1 15, DC2 door 1 twice
+
+
+def test_door_zero_is_closed_when_dc2_takes_over() -> None:
+    frames = [at(0.0, encode_td(T0)), at(0.1, encode_dc1(0)), at(0.2, encode_dc2(True, False))]
+    records, _ = run(frames)
+    assert [(r["door"], r["open"], r["ts"]) for r in records] == [
+        (0, True, ms_to_ts(T0 + 100)), (0, False, ms_to_ts(T0 + 200)),
+        (1, True, ms_to_ts(T0 + 200)), (2, False, ms_to_ts(T0 + 200))]
