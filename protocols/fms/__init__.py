@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from protocols.fms import candump, j1939, slcan
 from protocols.fms.clock import td_codes
-from protocols.fms.decoder import FmsDecoder, FmsStats
+from protocols.fms.decoder import FmsDecoder
 from protocols.fms.frames import CanFrame, FrameLike, raw_hex
 from protocols.fms.j1939 import J1939Id, make_id, parse_id, pgn_of
 from protocols.fms.messages import (
@@ -32,6 +32,7 @@ from protocols.fms.messages import (
     encode_vdhr,
     speed_code,
 )
+from protocols.fms.stats import FmsStats
 from protocols.fms.transport import encode_bam
 from protocols.registry import ProtocolInfo
 

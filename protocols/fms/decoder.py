@@ -25,7 +25,6 @@ their records are dropped and counted ``undated`` (their state is still tracked)
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, fields
 from typing import Final
 
 from cantools.database.errors import DecodeError
@@ -35,6 +34,8 @@ from protocols.fms import messages as m
 from protocols.fms.clock import TachographClock, td_ms
 from protocols.fms.frames import FrameLike, raw_hex
 from protocols.fms.j1939 import pgn_of
+from protocols.fms.state import BusState, Message
+from protocols.fms.stats import FmsStats
 from protocols.fms.text import FrameReader
 from protocols.fms.transport import BamReassembler, Reassembled
 from protocols.records import Record, ms_to_ts
@@ -44,76 +45,8 @@ HOLD_SECONDS: Final = 10.0
 MAX_MS: Final = 253_402_300_799_999
 MAX_RX: Final = 1e11
 HOLD_FRAMES: Final = 1000
-ACTIVITIES: Final = {0: "rest", 1: "available", 2: "work", 3: "drive"}
 _DATED: Final = frozenset({m.TCO1, m.VDHR, m.DC1, m.DC2, m.DI})
 _KNOWN_UNUSED: Final = frozenset({m.CCVS1})
-#: TCO1 signal → (its error code, the condition's name) for 2-bit and 3-bit signals.
-_ERRORS: Final = (
-    ("Driver1WorkingState", 6, "driver 1 working state error"),
-    ("Driver2WorkingState", 6, "driver 2 working state error"),
-    ("VehicleMotion", 2, "vehicle motion error"),
-    ("Driver1TimeRelatedStates", 14, "driver 1 time related states error"),
-    ("Driver1Card", 2, "driver 1 card error"),
-    ("VehicleOverspeed", 2, "vehicle overspeed error"),
-    ("Driver2TimeRelatedStates", 14, "driver 2 time related states error"),
-    ("Driver2Card", 2, "driver 2 card error"),
-    ("SystemEvent", 2, "system event error"),
-    ("HandlingInformation", 2, "handling information error"),
-    ("TachographPerformance", 2, "tachograph performance error"),
-    ("DirectionIndicator", 2, "direction indicator error"),
-)
-_EVENTS: Final = (
-    ("TachographPerformance", "tachograph performance event"),
-    ("SystemEvent", "system event (time adjustment, security breach, power or sensor fault)"),
-    ("HandlingInformation", "handling information (e.g. no card while driving, printer)"),
-)
-SPEED_ERROR: Final = "tachograph vehicle speed error"
-WORD_ERROR_MIN: Final = m.WORD_ERROR
-WORD_ERROR_MAX: Final = m.WORD_NA - 1
-
-SlotState = tuple[str | None, str, bool]
-"""(driver id, activity, card present without an identification)."""
-
-
-@dataclass
-class FmsStats(DecoderStats):
-    """DecoderStats plus what the FMS decoder set aside, and the transport protocol's counts."""
-
-    foreign: int = 0
-    """Frames of parameter groups Frota does not read (most of a bus's traffic)."""
-    not_available: int = 0
-    """Frames whose needed value was sent as "not available" (no record from them)."""
-    sampled_out: int = 0
-    """TCO1 frames that gave no speed record (the 1 Hz sampling)."""
-    undated: int = 0
-    """Records dropped for want of a time (no TD from the tachograph, no estimate)."""
-    estimated: int = 0
-    """Records dated by the consumer's estimate because the tachograph sent no TD."""
-    held: int = 0
-    """Frames waiting for the first TD right now."""
-    bam_complete: int = 0
-    bam_incomplete: int = 0
-    bam_orphans: int = 0
-    bam_duplicates: int = 0
-    bam_malformed: int = 0
-    connection_mode: int = 0
-
-    def summary(self) -> dict[str, int]:
-        """The counters as a dict, the FMS ones included."""
-        base = super().summary()
-        extra = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in base}
-        extra.pop("rejected", None)
-        return {**base, **extra}
-
-
-@dataclass(frozen=True, slots=True)
-class _Message:
-    """A frame (or a reassembled DI) of a dated parameter group, as it waits to be decoded."""
-
-    pgn: int
-    data: bytes
-    raw: str
-    rx: float | None
 
 
 class FmsDecoder:
@@ -129,15 +62,8 @@ class FmsDecoder:
         self.estimate_ms: int | None = None
         self.td_absent = False
         """No TD came within the hold limits: dating falls back to the estimate."""
-        self._held: deque[_Message] = deque()
-        self._slots: list[SlotState | None] = [None, None]
-        self._cards = [0, 0]
-        self._ids: list[str | None] = [None, None]
-        self._odometer_m: int | None = None
-        self._conditions: frozenset[str] = frozenset()
-        self._last_speed: tuple[int, int, bool] | None = None
-        self._doors: dict[int, bool] = {}
-        self._dc2_seen = False
+        self._held: deque[Message] = deque()
+        self.state = BusState(vehicle, self.counts)
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -175,6 +101,9 @@ class FmsDecoder:
             return []
 
     def _frame(self, frame: FrameLike) -> list[Record]:
+        if getattr(frame, "is_error_frame", False) or getattr(frame, "is_remote_frame", False):
+            self.counts.error_frames += 1  # python-can reports bus errors and remote requests
+            return []
         data = bytes(frame.data)
         rx = frame.timestamp
         if rx is not None and not 0 <= rx < MAX_RX:  # NaN, inf, negative: no usable stamp
@@ -188,7 +117,7 @@ class FmsDecoder:
         pgn = pgn_of(can_id)
         out: list[Record] = []
         if pgn in _DATED:
-            self._dated(_Message(pgn, data, raw_hex(frame), rx), out)
+            self._dated(Message(pgn, data, raw_hex(frame), rx), out)
         elif pgn == m.TD:
             self._td(data, raw_hex(frame), rx, out)
         elif pgn in (m.TP_CM, m.TP_DT):
@@ -213,7 +142,7 @@ class FmsDecoder:
         if done.pgn != m.DI:
             self.counts.foreign += 1
             return
-        self._dated(_Message(m.DI, done.data, "".join(done.raw), done.timestamp), out)
+        self._dated(Message(m.DI, done.data, "".join(done.raw), done.timestamp), out)
 
     def _sync_transport(self) -> None:
         t = self.transport.stats
@@ -238,7 +167,7 @@ class FmsDecoder:
         self.td_absent = False
         out += self._release()
 
-    def _dated(self, message: _Message, out: list[Record]) -> None:
+    def _dated(self, message: Message, out: list[Record]) -> None:
         if self.clock.anchor_ms is not None or self.td_absent:
             out += self._decode(message, self._time(message.rx))
             return
@@ -265,7 +194,7 @@ class FmsDecoder:
         self.counts.held = 0
         return out
 
-    def _decode(self, message: _Message, ms: int | None) -> list[Record]:
+    def _decode(self, message: Message, ms: int | None) -> list[Record]:
         """One message's records, dated ``ms``; a malformed message is counted, never raised."""
         try:
             return self._records(message, ms)
@@ -274,21 +203,22 @@ class FmsDecoder:
             self.stats.reject(f"malformed: {err}", bytes.fromhex(message.raw))
             return []
 
-    def _records(self, message: _Message, ms: int | None) -> list[Record]:
+    def _records(self, message: Message, ms: int | None) -> list[Record]:
         if ms is not None and not 0 <= ms <= MAX_MS:
             ms = None  # a time ms_to_ts cannot write (past year 9999)
         produced: list[Record] = []
         pgn = message.pgn
+        state = self.state
         if pgn == m.TCO1:
-            self._tco1(message, ms, produced)
+            state.tco1(message, ms, produced)
         elif pgn == m.VDHR:
-            self._vdhr(message)
+            state.vdhr(message)
         elif pgn == m.DI:
-            self._di(message, ms, produced)
+            state.di(message, produced)
         elif pgn == m.DC1:
-            self._dc1(message, ms, produced)
+            state.dc1(message, produced)
         else:
-            self._dc2(message, ms, produced)
+            state.dc2(message, produced)
         if not produced:
             return produced
         if ms is None:
@@ -301,130 +231,6 @@ class FmsDecoder:
             rec["ts"] = ts
         return produced
 
-    # --- messages → records --------------------------------------------------------------------
-
-    def _base(self, kind: str) -> Record:
-        return {"vehicle": self.vehicle, "ts": "", "kind": kind}
-
     def _device(self, ms: int, status: str, detail: str, raw: str) -> Record:
         return {"vehicle": self.vehicle, "ts": ms_to_ts(ms), "kind": "device",
                 "device": "registrador", "status": status, "detail": detail, "raw": raw}
-
-    def _tco1(self, message: _Message, ms: int | None, out: list[Record]) -> None:
-        s = m.decode_signals(m.TCO1, message.data)
-        raw = message.raw
-        self._speed(s, ms, raw, out)
-        for slot in (1, 2):
-            card = s[f"Driver{slot}Card"]
-            if self._cards[slot - 1] == 1 and card != 1:
-                self._ids[slot - 1] = None  # the card came out: its DI identification is stale
-            self._cards[slot - 1] = card
-            self._slot(slot, ACTIVITIES.get(s[f"Driver{slot}WorkingState"], "unknown"), raw, out)
-        conditions = {name for signal, code, name in _ERRORS if s[signal] == code}
-        conditions |= {name for signal, name in _EVENTS if s[signal] == 1}
-        if WORD_ERROR_MIN <= s["TachographVehicleSpeed"] <= WORD_ERROR_MAX:
-            conditions.add(SPEED_ERROR)
-        self._set_conditions(frozenset(conditions), raw, out)
-
-    def _speed(self, s: dict[str, int], ms: int | None, raw: str, out: list[Record]) -> None:
-        code = s["TachographVehicleSpeed"]
-        if code > m.WORD_VALID_MAX:
-            self.counts.not_available += 1
-            return
-        second = -1 if ms is None else ms // 1000
-        key = (second, s["VehicleMotion"], code == 0)
-        last = self._last_speed
-        self._last_speed = key
-        if last is not None and last == key:
-            self.counts.sampled_out += 1
-            return
-        rec = self._base("speed")
-        rec["kmh"] = code / 256
-        if self._odometer_m is not None:
-            rec["odometer_m"] = self._odometer_m
-        rec["raw"] = raw
-        out.append(rec)
-
-    def _slot(self, slot: int, activity: str, raw: str, out: list[Record]) -> None:
-        card = self._cards[slot - 1]
-        ident = self._ids[slot - 1]
-        if card == 1:
-            state: SlotState = (ident, activity, ident is None)
-        elif card == 3:  # presence not available: trust DI alone
-            state = (ident, activity, False)
-        else:
-            state = (None, activity, False)
-        if state == self._slots[slot - 1]:
-            return
-        self._slots[slot - 1] = state
-        rec = self._base("driver")
-        rec.update(slot=slot, driver=state[0], activity=activity)
-        if state[2]:
-            rec["card"] = True
-        rec["raw"] = raw
-        out.append(rec)
-
-    def _set_conditions(self, conditions: frozenset[str], raw: str, out: list[Record]) -> None:
-        before = self._conditions
-        if conditions == before:
-            return
-        self._conditions = conditions
-        for name in sorted(conditions - before):
-            rec = self._base("device")
-            rec.update(device="registrador", status="fault", detail=f"TCO1: {name}", raw=raw)
-            out.append(rec)
-        cleared = sorted(before - conditions)
-        if cleared:
-            rec = self._base("device")
-            rec.update(device="registrador", status="ok",
-                       detail="TCO1 cleared: " + "; ".join(cleared), raw=raw)
-            out.append(rec)
-
-    def _vdhr(self, message: _Message) -> None:
-        code = m.decode_signals(m.VDHR, message.data)["TotalVehicleDistance"]
-        if code > m.DWORD_VALID_MAX:
-            self.counts.not_available += 1
-            self._odometer_m = None
-            return
-        self._odometer_m = code * m.M_PER_BIT
-
-    def _di(self, message: _Message, ms: int | None, out: list[Record]) -> None:
-        driver1, driver2 = m.parse_di(message.data)
-        self._ids = [driver1, driver2]
-        if self._slots[0] is None and self._slots[1] is None:
-            return  # no TCO1 yet: the working states are unknown, the next TCO1 reports both
-        for slot in (1, 2):
-            previous = self._slots[slot - 1]
-            if previous is not None:
-                self._slot(slot, previous[1], message.raw, out)
-
-    def _door(self, door: int, is_open: bool, raw: str, out: list[Record]) -> None:
-        if self._doors.get(door) == is_open:
-            return
-        self._doors[door] = is_open
-        rec = self._base("door")
-        rec.update(door=door, open=is_open, raw=raw)
-        out.append(rec)
-
-    def _dc1(self, message: _Message, ms: int | None, out: list[Record]) -> None:
-        if self._dc2_seen:
-            self.stats.skipped += 1  # DC2 tells the doors one by one
-            return
-        position = m.decode_signals(m.DC1, message.data)["PositionOfDoors"]
-        if position > 2:
-            self.counts.not_available += 1  # 14 error, 15 not available, 3-13 reserved
-            return
-        self._door(0, position != 2, message.raw, out)
-
-    def _dc2(self, message: _Message, ms: int | None, out: list[Record]) -> None:
-        s = m.decode_signals(m.DC2, message.data)
-        for door in (1, 2):
-            code = s[f"Door{door}Open"]
-            if code > 1:
-                self.counts.not_available += 1
-                continue
-            if not self._dc2_seen:
-                self._dc2_seen = True
-                if self._doors.get(0):  # DC1's door 0 is retired: it must not stay open
-                    self._door(0, False, message.raw, out)
-            self._door(door, code == 1, message.raw, out)

@@ -24,7 +24,9 @@ class CanFrame:
 
 
 class FrameLike(Protocol):
-    """What the decoder reads from a frame: a ``CanFrame`` or a python-can ``Message``."""
+    """What the decoder reads from a frame: a ``CanFrame`` or a python-can ``Message``.
+
+    A ``Message`` flagged ``is_error_frame`` or ``is_remote_frame`` is counted, not decoded."""
 
     @property
     def timestamp(self) -> float | None: ...

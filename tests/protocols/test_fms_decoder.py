@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
+
+import can
 
 from protocols.fms import (
     CanFrame,
@@ -18,6 +21,7 @@ from protocols.fms import (
     speed_code,
 )
 from protocols.fms.decoder import HOLD_FRAMES, HOLD_SECONDS
+from protocols.fms.frames import FrameLike
 from protocols.fms.messages import encode_signals
 from protocols.records import ms_to_ts, validate
 from tests.protocols.fms_vectors import DRIVER1, DRIVER2, TD_MS
@@ -31,7 +35,7 @@ def at(rx: float | None, frame: CanFrame) -> CanFrame:
     return replace(frame, timestamp=rx)
 
 
-def run(frames: list[CanFrame], decoder: FmsDecoder | None = None) -> tuple[list[dict[str, Any]], FmsDecoder]:
+def run(frames: Sequence[FrameLike], decoder: FmsDecoder | None = None) -> tuple[list[dict[str, Any]], FmsDecoder]:
     decoder = decoder or FmsDecoder("ABC1D23")
     records: list[dict[str, Any]] = []
     for frame in frames:
@@ -126,6 +130,21 @@ def test_short_and_fd_frames_are_malformed_not_raised() -> None:
     assert records == []
     assert decoder.stats.malformed == 2
     assert decoder.counts.foreign == 1
+
+
+def test_python_can_messages_and_their_error_frames() -> None:
+    td = encode_td(T0)
+    tco1 = encode_tco1(DRIVING)
+    messages = [
+        can.Message(timestamp=5.0, arbitration_id=td.arbitration_id, data=td.data),
+        can.Message(timestamp=5.1, arbitration_id=0x20000080, is_error_frame=True, data=bytes(8)),
+        can.Message(timestamp=5.1, arbitration_id=tco1.arbitration_id, is_remote_frame=True),
+        can.Message(timestamp=5.2, arbitration_id=tco1.arbitration_id, data=bytearray(tco1.data)),
+    ]
+    records, decoder = run(messages)
+    assert kinds(records) == ["speed", "driver", "driver"]
+    assert records[0]["ts"] == ms_to_ts(T0 + 200)
+    assert decoder.counts.error_frames == 2
 
 
 def test_invalid_td_does_not_move_the_clock() -> None:
