@@ -2,8 +2,8 @@
 
 Two backends behind one interface (:class:`Store`): SQLite through sqlite-utils, the embedded
 default (``collector/store_sqlite.py``), and PostgreSQL through psycopg
-(``collector/store_pg.py``). Both run the same SQL for the hot path; each has its own named
-migrations. The layout and the choice of keys are explained in ``docs/collector.md``.
+(``collector/store_pg.py``). Both run the same SQL for the hot path and one list of named
+migrations (``collector/store_schema.py``). The layout and the choice of keys are explained in ``docs/collector.md``.
 
 Identity of a record:
 
@@ -34,6 +34,7 @@ import orjson
 
 from collector import store_rejects as rejects_bound
 from collector.store_rejects import RejectsTally
+from collector.store_summary import StoreSummaries
 from protocols.records import Record, device_key, ts_to_ms
 
 #: Columns of ``records`` in the order of :func:`record_row`'s tuples.
@@ -155,8 +156,10 @@ def record_row(rec: Record, received_ms: int) -> tuple[Any, ...]:
     )
 
 
-class Store(ABC):
-    """The interface both backends implement; every method is safe to call from any thread."""
+class Store(StoreSummaries, ABC):
+    """The interface both backends implement; every method is safe to call from any thread.
+    Its read-only summaries (for readers outside the collector) are in
+    :mod:`collector.store_summary`."""
 
     #: SQL of the per-vehicle upsert (dialects differ on max/greatest).
     upsert_vehicle_sql: str = ""
@@ -376,17 +379,23 @@ def open_store(
     url: str,
     *,
     create: bool = True,
+    read_only: bool = False,
     synchronous: str = "full",
     rejects_max_bytes: int | None = None,
 ) -> Store:
     """Open the store named by ``url``: a ``postgresql://`` DSN or a SQLite file path
-    (``rejects_max_bytes``: the bound on the rejects' payload bytes, None for none)."""
+    (``rejects_max_bytes``: the bound on the rejects' payload bytes, None for none;
+    ``read_only``: a reader beside the running collector, which never migrates nor writes)."""
     if url.startswith(("postgresql://", "postgres://")):
         from collector.store_pg import PostgresStore
 
-        return PostgresStore(url, rejects_max_bytes=rejects_max_bytes)
+        return PostgresStore(url, read_only=read_only, rejects_max_bytes=rejects_max_bytes)
     from collector.store_sqlite import SQLiteStore
 
     return SQLiteStore(
-        url, create=create, synchronous=synchronous, rejects_max_bytes=rejects_max_bytes
+        url,
+        create=create,
+        read_only=read_only,
+        synchronous=synchronous,
+        rejects_max_bytes=rejects_max_bytes,
     )

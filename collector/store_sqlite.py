@@ -5,98 +5,25 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import sqlite_utils
 
 from collector.store import Store, StoreError
+from collector.store_schema import MIGRATIONS
 
 
-def _m001_records(db: sqlite_utils.Database) -> None:
-    db.table("records").create(
-        {
-            "id": int,
-            "vehicle": str,
-            "agent": str,
-            "seq": int,
-            "ts": str,
-            "ts_ms": int,
-            "kind": str,
-            "device_seq": int,
-            "device_key": str,
-            "raw": str,
-            "record": str,
-            "received_ms": int,
-        },
-        pk="id",
-        not_null=["vehicle", "agent", "seq", "ts", "ts_ms", "kind", "record", "received_ms"],
+def _read_only(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(
+        path.resolve().as_uri() + "?mode=ro",
+        uri=True,
+        isolation_level=None,
+        check_same_thread=False,
+        timeout=30,
     )
-    db.table("records").create_index(["vehicle", "agent", "seq"], unique=True)
-    db.table("records").create_index(["vehicle", "ts_ms", "seq"])
-    # sqlite-utils' create_index has no WHERE clause: a partial index keeps records without a
-    # device frame number out of it.
-    db.execute(
-        "CREATE UNIQUE INDEX idx_records_device ON records (vehicle, device_key) "
-        "WHERE device_key IS NOT NULL"
-    )
-
-
-def _m002_rejects(db: sqlite_utils.Database) -> None:
-    db.table("rejects").create(
-        {
-            "id": int,
-            "received_ms": int,
-            "topic": str,
-            "vehicle": str,
-            "agent": str,
-            "first_seq": int,
-            "last_seq": int,
-            "reason": str,
-            "payload": bytes,
-        },
-        pk="id",
-        not_null=["received_ms", "topic", "reason", "payload"],
-    )
-    db.table("rejects").create_index(["vehicle", "received_ms"])
-
-
-def _m003_vehicles(db: sqlite_utils.Database) -> None:
-    db.table("vehicles").create(
-        {"vehicle": str, "last_ts_ms": int, "last_received_ms": int, "agent": str},
-        pk="vehicle",
-        not_null=["last_ts_ms", "last_received_ms"],
-    )
-
-
-def _m004_findings(db: sqlite_utils.Database) -> None:
-    # Raw SQL with IF NOT EXISTS, not sqlite-utils' create(): before this migration
-    # collector/findings.py created these tables itself, with exactly this SQL, so a database
-    # from then already has them (same layout; frota/demo reads them).
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS findings (id TEXT PRIMARY KEY, rule TEXT NOT NULL, "
-        "vehicle TEXT, driver TEXT, start_ms BIGINT NOT NULL, end_ms BIGINT, finding TEXT NOT NULL)"
-    )
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS findings_state (name TEXT PRIMARY KEY, value BIGINT NOT NULL)"
-    )
-
-
-def _m005_rejects_dropped(db: sqlite_utils.Database) -> None:
-    # How many payload bytes a reject had when its payload was dropped (database.rejects_max_mb).
-    db.table("rejects").add_column("dropped_bytes", int, not_null_default=0)
-
-
-#: Applied in order, each once, recorded by name in ``migrations``. Append, never edit.
-MIGRATIONS: Final[tuple[tuple[str, Callable[[sqlite_utils.Database], None]], ...]] = (
-    ("001_records", _m001_records),
-    ("002_rejects", _m002_rejects),
-    ("003_vehicles", _m003_vehicles),
-    ("004_findings", _m004_findings),
-    ("005_rejects_dropped", _m005_rejects_dropped),
-)
 
 
 class SQLiteStore(Store):
@@ -109,40 +36,41 @@ class SQLiteStore(Store):
         "last_received_ms = max(last_received_ms, excluded.last_received_ms), "
         "agent = excluded.agent"
     )
+    json_number_sql = "json_extract(record, '$.{field}')"
 
     def __init__(
         self,
         path: str | Path,
         *,
         create: bool = True,
+        read_only: bool = False,
         synchronous: str = "full",
         rejects_max_bytes: int | None = None,
     ) -> None:
         super().__init__(rejects_max_bytes)
         self.path = Path(path)
-        if not create and not self.path.is_file():
+        if (read_only or not create) and not self.path.is_file():
             raise StoreError(f"no database at {self.path}")
         try:
-            if create:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30
-            )
-            self.db = sqlite_utils.Database(conn)
-            self.db.enable_wal()
-            # FULL: a committed (and so acknowledged) batch survives a power cut of the server.
-            self.db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            self.migrate()
-            # Reads (the live rules re-reading the store, /records, the CLI) go through their own
-            # read-only connection and lock: in WAL a reader runs beside the writer, so a long
-            # read never delays the ingest's commits, and every read sees the last commit.
-            self._reader = sqlite3.connect(
-                self.path.resolve().as_uri() + "?mode=ro",
-                uri=True,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=30,
-            )
+            if read_only:
+                # A look from another process (frota demo): no write, no migration, no lock taken.
+                self._reader = _read_only(self.path)
+                self.db = sqlite_utils.Database(self._reader)
+            else:
+                if create:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(
+                    self.path, isolation_level=None, check_same_thread=False, timeout=30
+                )
+                self.db = sqlite_utils.Database(conn)
+                self.db.enable_wal()
+                # FULL: a committed (and so acknowledged) batch survives a power cut of the server.
+                self.db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+                self.migrate()
+                # Reads (the live rules re-reading the store, /records, the CLI) go through their
+                # own read-only connection and lock: in WAL a reader runs beside the writer, so a
+                # long read never delays the ingest's commits, and every read sees the last commit.
+                self._reader = _read_only(self.path)
             self._read_lock = threading.Lock()
             self._load_rejects_tally()
         except sqlite3.Error as err:
@@ -161,16 +89,17 @@ class SQLiteStore(Store):
                 "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT)"
             )
             done = {row[0] for row in self.db.execute("SELECT name FROM migrations").fetchall()}
-            for name, step in MIGRATIONS:
-                if name in done:
+            for migration in MIGRATIONS:
+                if migration.name in done:
                     continue
-                with self._transaction():
-                    step(self.db)
-                    self.db.execute(
+                with self._transaction() as conn:
+                    for statement in migration.statements("sqlite"):
+                        conn.execute(statement)
+                    conn.execute(
                         "INSERT INTO migrations VALUES (?, ?)",
-                        (name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
+                        (migration.name, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())),
                     )
-                applied.append(name)
+                applied.append(migration.name)
         return applied
 
     @contextmanager

@@ -26,6 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from collector.store_summary import VehicleSummary
 from frota.demo import report, services, watch
 from frota.demo.player import Player
 from frota.demo.services import Child
@@ -266,8 +267,7 @@ class Demo:
         """The collector's live findings once it has evaluated everything stored (an evaluation
         that started after the last record was received; it re-evaluates within a second of a
         new record)."""
-        last = watch.query(self.database, "SELECT MAX(received_ms) FROM records")
-        since = int(str(last[0][0])) if last and last[0][0] is not None else 0
+        since = watch.last_received_ms(self.database) or 0
         deadline = time.monotonic() + timeout
         found, as_of = report.live_findings(self.database)
         while (as_of is None or as_of <= since) and time.monotonic() < deadline:
@@ -298,7 +298,7 @@ class Demo:
                   f"trip's dates are due): {len(live)}")
         self.where_to_look(summary)
 
-    def where_to_look(self, summary: report.Summary) -> None:
+    def where_to_look(self, summary: VehicleSummary) -> None:
         """Where the database and the configurations are, and the commands to look at them."""
         from collector.findings import now_ms
         from protocols.records import ms_to_ts

@@ -11,62 +11,26 @@ there are and how to see them.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from frota.demo.watch import query
+from collector.store import StoreError, open_store
+from collector.store_summary import VehicleSummary
 from protocols.records import ms_to_ts
 
 
-@dataclass
-class Summary:
-    """The stored trip in numbers."""
-
-    vehicle: str
-    kinds: list[tuple[str, int]] = field(default_factory=list)
-    first_ms: int | None = None
-    last_ms: int | None = None
-    odometer_m: tuple[int, int] | None = None
-    boarded: int = 0
-    alighted: int = 0
-    agents: int = 0
-
-    @property
-    def total(self) -> int:
-        """Records stored for the vehicle."""
-        return sum(n for _, n in self.kinds)
-
-
-def summarize(database: Path, vehicle: str) -> Summary:
+def summarize(database: Path, vehicle: str) -> VehicleSummary:
     """Counts per kind, time span, odometer and passengers of a vehicle's stored records."""
-    out = Summary(vehicle)
-    out.kinds = [(str(k), int(str(n))) for k, n in query(
-        database, "SELECT kind, COUNT(*) FROM records WHERE vehicle = ? GROUP BY kind "
-        "ORDER BY COUNT(*) DESC, kind", (vehicle,))]
-    # The agent's own records before any device spoke carry the host's clock (agent-config.md,
-    # "Time stamps"), today rather than the trip's day: the span is the devices' records.
-    span = query(database, "SELECT MIN(ts_ms), MAX(ts_ms), COUNT(DISTINCT agent) FROM records "
-                 "WHERE vehicle = ? AND kind IN ('speed', 'position')", (vehicle,))
-    if span and span[0][0] is not None:
-        out.first_ms, out.last_ms = int(str(span[0][0])), int(str(span[0][1]))
-        out.agents = int(str(span[0][2]))
-    odo = query(database, "SELECT MIN(json_extract(record, '$.odometer_m')), "
-                "MAX(json_extract(record, '$.odometer_m')) FROM records "
-                "WHERE vehicle = ? AND kind = 'speed'", (vehicle,))
-    if odo and odo[0][0] is not None:
-        out.odometer_m = (int(str(odo[0][0])), int(str(odo[0][1])))
-    people = query(database, "SELECT COALESCE(SUM(json_extract(record, '$.boarded')), 0), "
-                   "COALESCE(SUM(json_extract(record, '$.alighted')), 0) FROM records "
-                   "WHERE vehicle = ? AND kind = 'door'", (vehicle,))
-    if people:
-        out.boarded, out.alighted = int(str(people[0][0])), int(str(people[0][1]))
-    return out
+    store = open_store(str(database), read_only=True)
+    try:
+        return store.vehicle_summary(vehicle)
+    finally:
+        store.close()
 
 
-def summary_lines(s: Summary) -> list[str]:
+def summary_lines(s: VehicleSummary) -> list[str]:
     """The summary as printed."""
     lines = [f"Stored for {s.vehicle}: {s.total:,} records"
              + (f", the trip from {_short_ts(ms_to_ts(s.first_ms))} to "
@@ -97,10 +61,17 @@ def trip_findings(database: Path, registry_path: Path, as_of_ms: int) -> list[di
 
 def live_findings(database: Path) -> tuple[list[dict[str, Any]], int | None]:
     """The findings the running collector keeps (read-only) and the clock they were judged at."""
-    rows = query(database, "SELECT finding FROM findings")
-    state = query(database, "SELECT value FROM findings_state WHERE name = 'as_of_ms'")
-    found = [orjson.loads(str(row[0])) for row in rows]
-    return found, int(str(state[0][0])) if state else None
+    try:
+        store = open_store(str(database), read_only=True)
+    except StoreError:
+        return [], None
+    try:
+        texts, as_of = store.findings()
+    except StoreError:
+        return [], None
+    finally:
+        store.close()
+    return [orjson.loads(text) for text in texts], as_of
 
 
 def _short_ts(ts: str | None) -> str:

@@ -1,38 +1,35 @@
 """Live counts of the demo, read from the agent's buffer and the collector's database.
 
-Both are SQLite files in WAL mode; each look opens a read-only connection (``mode=ro``), so it
-never takes a write lock from the agent or the collector. A file not created yet, or a table not
-migrated yet, counts as zero.
+Each look asks the owners of the tables (:mod:`agent.buffer_summary`, the collector store's
+summaries) through read-only connections, so it never takes a write lock from the agent or the
+collector. A file not created yet, or a table not migrated yet, counts as zero.
 """
 
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent import buffer_summary
+from collector.store import StoreError, open_store
+from collector.store_summary import StoreTotals
 
-def query(path: Path, sql: str, params: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    """Rows of a read query on a SQLite file, read-only; [] when the file or table is missing."""
-    if not path.exists():
-        return []
+
+def _store_totals(database: Path) -> StoreTotals:
+    """The collector's totals now; zero when the database is not there or not migrated yet."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
-    except sqlite3.Error:
-        return []
+        store = open_store(str(database), read_only=True)
+    except StoreError:
+        return StoreTotals(records=0, rejects=0, last_received_ms=None)
     try:
-        return conn.execute(sql, params).fetchall()
-    except sqlite3.Error:
-        return []
+        return store.totals()
+    except StoreError:
+        return StoreTotals(records=0, rejects=0, last_received_ms=None)
     finally:
-        conn.close()
-
-
-def _int(value: object) -> int:
-    return int(value) if isinstance(value, int | float) else 0
+        store.close()
 
 
 #: What the counts of :meth:`Counts.line` are, printed once above them.
@@ -60,18 +57,20 @@ class Counts:
 
 def look(buffer: Path, database: Path) -> Counts:
     """The counts now."""
-    states = {_int(state): _int(n) for state, n in
-              query(buffer, "SELECT state, COUNT(*) FROM records GROUP BY state")}
-    last = query(buffer, "SELECT COALESCE(MAX(seq), 0) FROM records")
-    stored = query(database, "SELECT COUNT(*) FROM records")
-    rejects = query(database, "SELECT COUNT(*) FROM rejects")
+    agent = buffer_summary.look(buffer)
+    collector = _store_totals(database)
     return Counts(
-        captured=_int(last[0][0]) if last else 0,
-        acknowledged=states.get(1, 0) + states.get(2, 0),
-        backlog=states.get(0, 0),
-        stored=_int(stored[0][0]) if stored else 0,
-        rejected=_int(rejects[0][0]) if rejects else 0,
+        captured=agent.last_seq,
+        acknowledged=agent.stored + agent.rejected,
+        backlog=agent.pending,
+        stored=collector.records,
+        rejected=collector.rejects,
     )
+
+
+def last_received_ms(database: Path) -> int | None:
+    """When the collector received its newest record (its clock), or None."""
+    return _store_totals(database).last_received_ms
 
 
 class Display:

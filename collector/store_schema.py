@@ -1,0 +1,117 @@
+"""The collector's tables: ONE list of named migrations for both backends (SQLite, PostgreSQL).
+
+Each migration is SQL both dialects run; where they differ, a word in braces names the
+difference and :data:`DIALECT_WORDS` gives each dialect's text (an auto-numbered primary key, a
+byte string). A migration that cannot be said that way carries one statement per dialect.
+Applied in order, each once, recorded by name in the ``migrations`` table. Append, never edit one
+that has shipped: a database made by the code of an earlier release must end with the same tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Dialect = Literal["sqlite", "postgresql"]
+
+#: What ``{word}`` stands for in each dialect. SQLite's ``INTEGER PRIMARY KEY`` is the rowid
+#: (64-bit, numbered by SQLite); PostgreSQL's equivalent is ``BIGSERIAL``.
+DIALECT_WORDS: Final[dict[Dialect, dict[str, str]]] = {
+    "sqlite": {"serial_pk": "INTEGER PRIMARY KEY", "bytes": "BLOB"},
+    "postgresql": {"serial_pk": "BIGSERIAL PRIMARY KEY", "bytes": "BYTEA"},
+}
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One named step: ``sql`` for both dialects, or ``per_dialect`` where they cannot share it."""
+
+    name: str
+    sql: str = ""
+    per_dialect: tuple[tuple[Dialect, str], ...] = ()
+
+    def statements(self, dialect: Dialect) -> list[str]:
+        """The statements to run, in order, for ``dialect`` (``;``-separated in the source; no
+        literal here contains a semicolon)."""
+        text = dict(self.per_dialect).get(dialect, self.sql).format_map(DIALECT_WORDS[dialect])
+        return [part.strip() for part in text.split(";") if part.strip()]
+
+
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    Migration(
+        "001_records",
+        """
+        CREATE TABLE records (
+            id {serial_pk},
+            vehicle TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            ts TEXT NOT NULL,
+            ts_ms BIGINT NOT NULL,
+            kind TEXT NOT NULL,
+            device_seq BIGINT,
+            device_key TEXT,
+            raw TEXT,
+            record TEXT NOT NULL,
+            received_ms BIGINT NOT NULL
+        );
+        CREATE UNIQUE INDEX idx_records_vehicle_agent_seq ON records (vehicle, agent, seq);
+        CREATE INDEX idx_records_vehicle_ts_ms_seq ON records (vehicle, ts_ms, seq);
+        CREATE UNIQUE INDEX idx_records_device ON records (vehicle, device_key)
+            WHERE device_key IS NOT NULL;
+        """,
+    ),
+    Migration(
+        "002_rejects",
+        """
+        CREATE TABLE rejects (
+            id {serial_pk},
+            received_ms BIGINT NOT NULL,
+            topic TEXT NOT NULL,
+            vehicle TEXT,
+            agent TEXT,
+            first_seq BIGINT,
+            last_seq BIGINT,
+            reason TEXT NOT NULL,
+            payload {bytes} NOT NULL
+        );
+        CREATE INDEX idx_rejects_vehicle_received_ms ON rejects (vehicle, received_ms);
+        """,
+    ),
+    Migration(
+        "003_vehicles",
+        """
+        CREATE TABLE vehicles (
+            vehicle TEXT PRIMARY KEY,
+            last_ts_ms BIGINT NOT NULL,
+            last_received_ms BIGINT NOT NULL,
+            agent TEXT
+        );
+        """,
+    ),
+    Migration(
+        # IF NOT EXISTS: before this migration collector/findings.py created these tables itself,
+        # with exactly this layout, so a database from then already has them.
+        "004_findings",
+        """
+        CREATE TABLE IF NOT EXISTS findings (
+            id TEXT PRIMARY KEY,
+            rule TEXT NOT NULL,
+            vehicle TEXT,
+            driver TEXT,
+            start_ms BIGINT NOT NULL,
+            end_ms BIGINT,
+            finding TEXT NOT NULL
+        );
+        CREATE TABLE IF NOT EXISTS findings_state (
+            name TEXT PRIMARY KEY,
+            value BIGINT NOT NULL
+        );
+        """,
+    ),
+    Migration(
+        # How many payload bytes a reject had when its payload was dropped (rejects_max_mb).
+        "005_rejects_dropped",
+        "ALTER TABLE rejects ADD COLUMN dropped_bytes BIGINT NOT NULL DEFAULT 0;",
+    ),
+)

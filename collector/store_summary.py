@@ -1,0 +1,92 @@
+"""Read-only summaries of the collector's store, for ``frota demo`` and other readers.
+
+The store's tables belong to :mod:`collector.store` (their layout to
+:mod:`collector.store_schema`); readers outside the collector ask these methods instead of
+writing their own SQL. Where the dialects differ (reading a number out of the record's JSON),
+each backend gives its own :attr:`StoreSummaries.json_number_sql`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StoreTotals:
+    """The store in three numbers."""
+
+    records: int
+    rejects: int
+    #: When the newest record was received (collector clock, ms), or None for an empty store.
+    last_received_ms: int | None
+
+
+@dataclass
+class VehicleSummary:
+    """A vehicle's stored records in numbers (what ``frota demo`` prints of the trip)."""
+
+    vehicle: str
+    kinds: list[tuple[str, int]] = field(default_factory=list)  # most frequent first
+    #: The devices' time span (``speed`` and ``position`` records; the agent's own records
+    #: before any device spoke carry the host's clock, docs/records.md).
+    first_ms: int | None = None
+    last_ms: int | None = None
+    agents: int = 0
+    odometer_m: tuple[int, int] | None = None  # (lowest, highest) of the ``speed`` records
+    boarded: int = 0
+    alighted: int = 0
+
+    @property
+    def total(self) -> int:
+        """Records stored for the vehicle."""
+        return sum(n for _, n in self.kinds)
+
+
+class StoreSummaries:
+    """The summary methods of :class:`collector.store.Store` (a mixin: it reads via ``_read``)."""
+
+    #: SQL reading the number ``{field}`` out of the ``record`` column's JSON (per dialect).
+    json_number_sql: str = ""
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def _number(self, name: str) -> str:
+        return self.json_number_sql.format(field=name)
+
+    def totals(self) -> StoreTotals:
+        """Records and rejects kept, and when the newest record arrived (one snapshot)."""
+        rows = self._read(
+            "SELECT 0, count(*), max(received_ms) FROM records "
+            "UNION ALL SELECT 1, count(*), NULL FROM rejects"
+        )
+        by_table = {int(row[0]): row for row in rows}
+        records, rejects = by_table[0], by_table[1]
+        last = None if records[2] is None else int(records[2])
+        return StoreTotals(records=int(records[1]), rejects=int(rejects[1]), last_received_ms=last)
+
+    def vehicle_summary(self, vehicle: str) -> VehicleSummary:
+        """Counts per kind, time span, agents, odometer and passengers of a vehicle's records."""
+        out = VehicleSummary(vehicle)
+        out.kinds = [(str(k), int(n)) for k, n in self._read(
+            "SELECT kind, count(*) FROM records WHERE vehicle = ? GROUP BY kind "
+            "ORDER BY count(*) DESC, kind", (vehicle,))]
+        span = self._read(
+            "SELECT min(ts_ms), max(ts_ms), count(DISTINCT agent) FROM records "
+            "WHERE vehicle = ? AND kind IN ('speed', 'position')", (vehicle,))
+        if span and span[0][0] is not None:
+            out.first_ms, out.last_ms, out.agents = (int(v) for v in span[0])
+        odometer = self._number("odometer_m")
+        odo = self._read(
+            f"SELECT min({odometer}), max({odometer}) FROM records "
+            "WHERE vehicle = ? AND kind = 'speed'", (vehicle,))
+        if odo and odo[0][0] is not None:
+            out.odometer_m = (int(odo[0][0]), int(odo[0][1]))
+        people = self._read(
+            f"SELECT coalesce(sum({self._number('boarded')}), 0), "
+            f"coalesce(sum({self._number('alighted')}), 0) FROM records "
+            "WHERE vehicle = ? AND kind = 'door'", (vehicle,))
+        if people:
+            out.boarded, out.alighted = int(people[0][0]), int(people[0][1])
+        return out
