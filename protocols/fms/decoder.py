@@ -117,7 +117,7 @@ class FmsDecoder:
         pgn = pgn_of(can_id)
         out: list[Record] = []
         if pgn in _DATED:
-            self._dated(Message(pgn, data, raw_hex(frame), rx), out)
+            self._dated(Message(pgn, data, raw_hex(frame), rx, self.estimate_ms), out)
         elif pgn == m.TD:
             self._td(data, raw_hex(frame), rx, out)
         elif pgn in (m.TP_CM, m.TP_DT):
@@ -142,7 +142,8 @@ class FmsDecoder:
         if done.pgn != m.DI:
             self.counts.foreign += 1
             return
-        self._dated(Message(m.DI, done.data, "".join(done.raw), done.timestamp), out)
+        self._dated(Message(m.DI, done.data, "".join(done.raw), done.timestamp, self.estimate_ms),
+                    out)
 
     def _sync_transport(self) -> None:
         t = self.transport.stats
@@ -169,7 +170,7 @@ class FmsDecoder:
 
     def _dated(self, message: Message, out: list[Record]) -> None:
         if self.clock.anchor_ms is not None or self.td_absent:
-            out += self._decode(message, self._time(message.rx))
+            out += self._decode(message, self._time(message))
             return
         held = self._held
         held.append(message)
@@ -181,16 +182,16 @@ class FmsDecoder:
             out += self._release()
         self.counts.held = len(held)
 
-    def _time(self, rx: float | None, *, held: bool = False) -> int | None:
+    def _time(self, message: Message, *, held: bool = False) -> int | None:
         if self.clock.anchor_ms is not None:
-            return self.clock.date(rx, held=held)
-        return self.estimate_ms
+            return self.clock.date(message.rx, held=held)
+        return message.estimate
 
     def _release(self) -> list[Record]:
         out: list[Record] = []
         while self._held:
             message = self._held.popleft()
-            out += self._decode(message, self._time(message.rx, held=True))
+            out += self._decode(message, self._time(message, held=True))
         self.counts.held = 0
         return out
 

@@ -52,6 +52,8 @@ class Message:
     data: bytes
     raw: str
     rx: float | None
+    estimate: int | None = None
+    """The consumer's time estimate when it arrived (used only if TD is absent)."""
 
 
 class BusState:

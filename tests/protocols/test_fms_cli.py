@@ -93,3 +93,24 @@ def test_stdin_as_a_real_process() -> None:
     assert {r["vehicle"] for r in records} == {"stdin"}
     assert _summary(result.stderr.decode())["malformed"] == 1
     assert b"Traceback" not in result.stderr
+
+
+def test_hex_line_stamps_date_a_capture_without_td(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """No TD: the records take the --hex lines' time stamps, each frame its own line's."""
+    (_, moving_id, moving), = doc_frames("tco1_drive")
+    stopped = bytes.fromhex("0A10D00000000000")  # the note's 10.7 step 6
+    lines = [
+        "2026-03-02T14:00:00.000Z " + slcan.encode_frame(CanFrame(None, moving_id, True, moving)).hex(),
+        "2026-03-02T14:00:07.500Z " + slcan.encode_frame(CanFrame(None, moving_id, True, stopped)).hex(),
+    ]
+    capture = tmp_path / "capture.hex"
+    capture.write_text("\n".join(lines) + "\n")
+    assert main(["decode", "--protocol", "fms", "--hex", str(capture)]) == 0
+    out, err = capsys.readouterr()
+    records = _records(out)
+    assert [(r["kind"], r["ts"]) for r in records] == [
+        ("speed", "2026-03-02T14:00:00.000Z"), ("driver", "2026-03-02T14:00:00.000Z"),
+        ("driver", "2026-03-02T14:00:00.000Z"), ("speed", "2026-03-02T14:00:07.500Z"),
+        ("driver", "2026-03-02T14:00:07.500Z")]
+    assert _summary(err)["estimated"] == 5
