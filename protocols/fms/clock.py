@@ -19,6 +19,8 @@ from typing import Final
 
 #: Largest receive-time gap over which a TD is carried forward before it is considered moved.
 JUMP_TOLERANCE_MS: Final = 2_000
+#: A TD this close after the previous one advanced normally (TD comes about every second).
+NORMAL_TD_GAP_MS: Final = 5_000
 
 
 def td_ms(signals: dict[str, int]) -> int | None:
@@ -69,6 +71,8 @@ class TachographClock:
     def __init__(self) -> None:
         self.anchor_ms: int | None = None
         self.anchor_rx: float | None = None
+        self.receive_steps = 0
+        """TDs that showed the receive clock, not the tachograph's, had stepped."""
 
     def date(self, rx: float | None, *, held: bool = False) -> int | None:
         """Device time of a frame received at ``rx`` (None: no TD yet).
@@ -84,13 +88,20 @@ class TachographClock:
         return max(0, ms) if held else max(anchor, ms)
 
     def set(self, ms: int, rx: float | None) -> int | None:
-        """A TD received at ``rx``; returns how far (ms) it moved from the time carried
-        forward, when that is more than ``JUMP_TOLERANCE_MS`` (else None)."""
+        """A TD received at ``rx``; returns how far (ms) the tachograph's clock moved from the
+        time carried forward, when that is more than ``JUMP_TOLERANCE_MS`` (else None).
+
+        When the TD advanced by no more than ``NORMAL_TD_GAP_MS`` since the previous one, a
+        mismatch is the receive clock's step (the Pi's clock set by NTP under candump or
+        python-can), not the tachograph's: counted in ``receive_steps``, no jump returned."""
         moved = None
         if self.anchor_ms is not None and rx is not None and self.anchor_rx is not None:
             expected = self.anchor_ms + round((rx - self.anchor_rx) * 1000)
             if abs(ms - expected) > JUMP_TOLERANCE_MS:
-                moved = ms - expected
+                if 0 <= ms - self.anchor_ms <= NORMAL_TD_GAP_MS:
+                    self.receive_steps += 1
+                else:
+                    moved = ms - expected
         self.anchor_ms = ms
         self.anchor_rx = rx
         return moved

@@ -162,6 +162,7 @@ class FmsDecoder:
             self.stats.reject("TD not available or out of range", bytes.fromhex(raw))
             return
         moved = self.clock.set(ms, rx)
+        self.counts.receive_steps = self.clock.receive_steps
         if moved is not None:
             out.append(self._device(ms, "clock_jump", f"TD moved {moved / 1000:+.3f} s from the "
                                     "tachograph time carried forward", raw))

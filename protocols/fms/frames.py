@@ -17,7 +17,9 @@ class CanFrame:
     timestamp: float | None
     """Receive time in seconds on the receiver's clock (candump's, the SLCAN adapter's
     unwrapped millisecond counter, python-can's); None when the capture has none. Only
-    differences between frames are used: the device time comes from the tachograph (TD)."""
+    differences between frames are used: the device time comes from the tachograph (TD). A
+    live reader should stamp with a monotonic clock (``time.monotonic()``): a wall clock set
+    while reading misdates the frames until the next TD."""
     arbitration_id: int
     is_extended_id: bool
     data: bytes

@@ -90,8 +90,8 @@ class LawicelClock:
     """Unwraps an adapter's 60 000 ms counter into seconds that keep growing.
 
     A counter lower than the one before means the minute wrapped (a gap of a minute or more
-    with no frame is indistinguishable from a shorter one: TD re-anchors the time every
-    second, so the error cannot outlive the next TD).
+    with no frame is indistinguishable from a shorter one: each TD re-anchors the time, so the
+    error cannot outlive the next TD).
     """
 
     def __init__(self) -> None:

@@ -21,6 +21,8 @@ class FmsStats(DecoderStats):
     """Records dropped for want of a time (no TD from the tachograph, no estimate)."""
     estimated: int = 0
     """Records dated by the consumer's estimate because the tachograph sent no TD."""
+    receive_steps: int = 0
+    """TDs that showed the receive clock stepped (e.g. the Pi's clock set), not the tachograph's."""
     held: int = 0
     """Frames waiting for the first TD right now."""
     error_frames: int = 0

@@ -312,6 +312,14 @@ def test_clock_jump() -> None:
     assert records[1]["ts"] == ms_to_ts(T0 + 3_600_100)
 
 
+def test_a_receive_clock_step_is_not_a_tachograph_jump() -> None:
+    frames = [at(0.0, encode_td(T0)), at(3600.0, encode_td(T0 + 1000)), *tco1s(3600.1, 1)]
+    records, decoder = run(frames)
+    assert "device" not in kinds(records)
+    assert decoder.counts.receive_steps == 1
+    assert records[0]["ts"] == ms_to_ts(T0 + 1100)
+
+
 # --- doors -----------------------------------------------------------------------------------------
 
 
