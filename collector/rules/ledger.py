@@ -148,6 +148,7 @@ class MonthLine:
     passenger_km: float = 0.0
     seat_km: float = 0.0
     trips: int = 0
+    passengers: int = 0
 
 
 def index_finding(m: MonthLine) -> Finding | None:
@@ -158,7 +159,8 @@ def index_finding(m: MonthLine) -> Finding | None:
     params: IndexParams = cfg.params
     index = m.passenger_km / m.seat_km
     details: dict[str, Any] = {
-        "month": m.label, "trips": m.trips, "passenger_km": round(m.passenger_km, 1),
+        "month": m.label, "trips": m.trips, "passengers": m.passengers,
+        "passenger_km": round(m.passenger_km, 1),
         "seat_km": round(m.seat_km, 1), "index": round(index, 3),
     }
     limit = params.limits.get(m.line.service)
@@ -178,26 +180,27 @@ class IndexBook:
 
     @staticmethod
     def _add(months: dict[tuple[str, int], MonthLine], line: Line, profile: Profile,
-             start_ms: int, passenger_km: float, seats: int) -> None:
+             start_ms: int, passenger_km: float, seats: int, passengers: int) -> None:
         lo, hi, label = month_bounds(start_ms, profile)
         key = (line.id, lo)
         m = months.get(key)
         if m is None:
             m = months[key] = MonthLine(line, profile, lo, hi, label)
         m.passenger_km += passenger_km
+        m.passengers += passengers
         m.seat_km += seats * line.length_km
         m.trips += 1
 
     def add(self, line: Line, profile: Profile, start_ms: int, passenger_km: float,
-            seats: int) -> None:
+            seats: int, passengers: int) -> None:
         """A finished trip."""
-        self._add(self.months, line, profile, start_ms, passenger_km, seats)
+        self._add(self.months, line, profile, start_ms, passenger_km, seats, passengers)
 
     def findings(self, as_of: int,
-                 running: list[tuple[Line, Profile, int, float, int]]) -> list[Finding]:
+                 running: list[tuple[Line, Profile, int, float, int, int]]) -> list[Finding]:
         """The months over at ``as_of`` (trips still running counted so far)."""
         months = {key: MonthLine(m.line, m.profile, m.start_ms, m.end_ms, m.label,
-                                 m.passenger_km, m.seat_km, m.trips)
+                                 m.passenger_km, m.seat_km, m.trips, m.passengers)
                   for key, m in self.months.items()}
         for item in running:
             self._add(months, *item)

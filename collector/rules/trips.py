@@ -94,6 +94,8 @@ class TripOps:
         self.stop: Stop | None = None
         self.pending_incident: Incident | None = None
         self.on_board = 0
+        #: passengers transported: on board at trip start plus those who boarded since
+        self.boarded = 0
         self.passenger_km = 0.0
         self.standing: Episode | None = None
         self.overload: Episode | None = None
@@ -305,8 +307,10 @@ def _track(t: TripOps, rule: str, ep: Episode | None, limit: int | None, ms: int
 
 def passengers(t: TripOps, ms: int, boarded: int, alighted: int, vehicle: str,
                driver: str | None) -> list[Finding]:
-    """A door record: passengers on board = running sum of boarded − alighted (never below 0)."""
+    """A door record (or, at trip start, those who boarded before it): passengers on board =
+    running sum of boarded − alighted (never below 0)."""
     t.on_board = max(0, t.on_board + boarded - alighted)
+    t.boarded += boarded
     out: list[Finding] = []
     t.standing, one = _track(t, STANDING, t.standing, standing_limit(t), ms, vehicle, driver)
     if one is not None:

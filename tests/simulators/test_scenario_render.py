@@ -29,9 +29,9 @@ HAND = {
     "sp-clean": {"boarded": 44, "alighted": 44, "stops": 3, "door_opens": 5},
     # 41 in at Barra Funda; 18 + 23 out at Sorocaba; the breakdown is a stop without doors
     "sp-breakdown": {"boarded": 41, "alighted": 41, "stops": 3, "door_opens": 3},
-    # 42 + 8 + 20 + 6 + 2 in; 5 + 20 + 12 + 4 + 17 + 20 out; 6 stops; doors opened:
+    # 36 + 8 + 20 + 6 + 2 in; 5 + 20 + 12 + 4 + 17 + 14 out; 6 stops; doors opened:
     # Salvador 1, Feira 2, Milagres 1, Jequié 2, Poções 2, Vitória da Conquista 2
-    "ba-night": {"boarded": 78, "alighted": 78, "stops": 6, "door_opens": 10},
+    "ba-night": {"boarded": 72, "alighted": 72, "stops": 6, "door_opens": 10},
     # 10 + 3 in; 4 + 4 + 5 out; 4 stops (one at the roadside)
     "short": {"boarded": 13, "alighted": 13, "stops": 4, "door_opens": 5},
 }

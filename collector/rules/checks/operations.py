@@ -54,8 +54,8 @@ HOUR = 3_600_000
 class VehicleOps:
     """Per vehicle: what this module last saw, the equipment state, the pending trip start."""
 
-    __slots__ = ("equipment", "last_kmh", "last_ms", "moving", "scheduled", "stop_lat", "stop_lon",
-                 "stop_ms", "trip_id")
+    __slots__ = ("equipment", "last_kmh", "last_ms", "moving", "on_board", "scheduled", "stop_lat",
+                 "stop_lon", "stop_ms", "trip_id")
 
     def __init__(self, ms: int) -> None:
         self.moving = False
@@ -67,6 +67,9 @@ class VehicleOps:
         self.equipment = equipment.EquipmentState()
         self.last_ms = NO_TIME
         self.last_kmh = 0.0
+        #: passengers on board outside a trip: the running sum of boarded − alighted since the
+        #: vehicle's previous trip end (never below 0); a trip starting here takes them along
+        self.on_board = 0
 
 
 def _ms(ts: Any) -> int | None:
@@ -189,6 +192,9 @@ class Operations(RuleBase):
                               known.max_on_board if known is not None else None,
                               _ms(vs.scheduled))
             self.trips[trip.id] = t
+            if vs.on_board:     # boarded at the terminal before the driver started the trip
+                out.extend(trips.passengers(t, ms, vs.on_board, 0, v.id, v.slot_driver[1]))
+                self._heat(vs, v, ms)
         else:
             if t.stop is not None:
                 out.extend(trips.interruption(t, t.stop, ms, is_open=False, replacement=v.id,
@@ -205,7 +211,14 @@ class Operations(RuleBase):
             out.extend(self._depart(t, v, ms))
         return out
 
+    def _heat(self, vs: VehicleOps, v: Vehicle, ms: int) -> None:
+        """The vehicle's samples matter from now on (passenger-km counts from ``ms``)."""
+        if v.id not in self.hot:
+            self.hot.add(v.id)
+            vs.last_ms, vs.last_kmh = ms, v.kmh
+
     def _leave(self, vs: VehicleOps, v: Vehicle, ms: int) -> list[Finding]:
+        vs.on_board = 0             # everyone alights at the end (or moves to the replacement)
         t = self.trips.get(vs.trip_id or "")
         if t is None or t.vehicle != v.id:
             return []
@@ -224,7 +237,8 @@ class Operations(RuleBase):
         out.extend(trips.occupancy_open(t, ms))
         del self.trips[t.id]
         if t.line is not None and t.offered_seats is not None:
-            self.book.add(t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats)
+            self.book.add(t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats,
+                          t.boarded)
         return out
 
     def _depart(self, t: trips.TripOps, v: Vehicle, ms: int) -> list[Finding]:
@@ -268,7 +282,9 @@ class Operations(RuleBase):
             out.append(one)
         t = self._mine(v)
         boarded, alighted = int(rec.get("boarded") or 0), int(rec.get("alighted") or 0)
-        if t is not None and (boarded or alighted):
+        if t is None:
+            vs.on_board = max(0, vs.on_board + boarded - alighted)
+        elif boarded or alighted:
             out.extend(trips.passengers(t, ms, boarded, alighted, v.id, v.slot_driver[1]))
             key = vs.stop_ms if not v.moving else ms
             one = trips.unapproved_stop(t, ms, key, boarded, alighted, v.lat, v.lon, v.id,
@@ -276,9 +292,7 @@ class Operations(RuleBase):
             if one is not None:
                 out.append(one)
         if vs.equipment.doors_open or (t is not None and t.on_board):
-            if v.id not in self.hot:
-                self.hot.add(v.id)
-                vs.last_ms, vs.last_kmh = ms, v.kmh
+            self._heat(vs, v, ms)
         else:
             self.hot.discard(v.id)
         return out
@@ -328,7 +342,8 @@ class Operations(RuleBase):
                     out.append(one)
             out.extend(trips.occupancy_open(t, None))
             if t.line is not None and t.offered_seats is not None:
-                running.append((t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats))
+                running.append((t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats,
+                                t.boarded))
         out.extend(self.ledger.pending(as_of))
         for vid, vs in self.vehicles.items():
             v = self.ctx.vehicles[vid]

@@ -203,7 +203,7 @@ def test_the_monthly_index_once_the_local_month_is_over() -> None:
     assert (f["start"], f["end"]) == ("2026-03-01T03:00:00.000Z", "2026-04-01T03:00:00.000Z")
     assert (f["vehicle"], f["trip"], f["line"], f["severity"]) == (None, None, "SP-R", "report")
     # 40 passengers × 100 km / (40 seats × 100 km) = 1.0 > 0.70 + 0.15
-    assert f["details"] == {"month": "2026-03", "trips": 1, "passenger_km": 4000.0,
+    assert f["details"] == {"month": "2026-03", "trips": 1, "passengers": 40, "passenger_km": 4000.0,
                             "seat_km": 4000.0, "index": 1.0, "limit": 0.7, "tolerance": 0.15,
                             "insufficient": True}
     assert f["basis"] == ["Decreto SP 29.913/1989 art. 15 §2"]
@@ -213,7 +213,7 @@ def test_the_index_is_a_statistic_alone_in_ba() -> None:
     tl = _month("BA", "BA-R")
     # 2000-04-01 00:00 in Bahia (UTC−3) = 03:00Z; t0 = 2000-03-01 10:00Z (2000 is a leap year)
     (f,) = tl.findings_of("occupancy.index", as_of_ms=30 * 24 * HOUR + 17 * HOUR, profile="BA")
-    assert f["details"] == {"month": "2000-03", "trips": 1, "passenger_km": 4000.0,
+    assert f["details"] == {"month": "2000-03", "trips": 1, "passengers": 40, "passenger_km": 4000.0,
                             "seat_km": 4000.0, "index": 1.0}
 
 
