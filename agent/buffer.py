@@ -71,8 +71,12 @@ def _wall_ms() -> int:
 
 
 def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
+    if not path.parent.is_dir():
+        # Never made: a mistyped path would put the records where nobody looks for them.
+        raise BufferError(
+            f"cannot open the buffer {path}: no directory {str(path.parent)!r} (create it first)"
+        )
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         # FULL: a committed record survives a power cut, not only a crash (issue 5).

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 
 from agent import hostclock
+from agent.durations import human_duration
 
 #: A change of (wall − monotonic) larger than this is a step of the host clock (seconds).
 STEP_S = 2.0
@@ -42,11 +43,11 @@ class ClockWatch:
         step = offset - self._offset
         self._offset = offset
         if abs(step) > self.step_s:
-            out.append(f"host clock stepped {step:+.1f} s")
+            out.append(f"host clock stepped {'+' if step >= 0 else ''}{human_duration(step)}")
         if device_ms is not None and not self._skew_checked:
             self._skew_checked = True
             skew = wall - device_ms / 1000.0
             if abs(skew) > self.skew_s:
                 side = "ahead of" if skew > 0 else "behind"
-                out.append(f"host clock {abs(skew):.0f} s {side} device time")
+                out.append(f"host clock {human_duration(abs(skew))} {side} device time")
         return out

@@ -273,6 +273,16 @@ def check_files(config: AgentConfig) -> None:
         raise ConfigError("broker.tls: TLS files given but broker.url is not mqtts://")
 
 
+def check_start(config: AgentConfig) -> None:
+    """What ``frota agent run`` refuses before it starts: no device to read, loose secrets."""
+    if not config.devices:
+        raise ConfigError(
+            "devices: none configured; the agent would record nothing "
+            "(add [[devices]], firmware-notes/agent-config.md)"
+        )
+    check_secret_modes(config)
+
+
 def check_secret_modes(config: AgentConfig) -> None:
     """Refuse secret files (the MQTT password, the client key) open to group or others.
 

@@ -20,6 +20,7 @@ from agent.buffer import BufferError
 from agent.buffer_summary import BufferReader
 from agent.config import AgentConfig
 from agent.diskroom import reserve_path
+from agent.durations import human_duration
 
 
 class StatusError(RuntimeError):
@@ -107,11 +108,7 @@ def _size(n: int) -> str:
 def _ago(seconds: float | None) -> str:
     if seconds is None:
         return "never"
-    if seconds < 120:
-        return f"{seconds:.0f} s ago"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min ago"
-    return f"{seconds / 3600:.1f} h ago"
+    return f"{human_duration(seconds)} ago"
 
 
 def render(status: dict[str, Any]) -> str:

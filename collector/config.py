@@ -8,14 +8,17 @@ Relative paths are taken from the directory of the configuration file.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import tomllib
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from protocols.uplink import MAX_PAYLOAD_BYTES, check_broker_url
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -45,7 +48,8 @@ class BrokerConfig(_Strict):
     password: str | None = None
     #: A file holding the password (mode 0600), instead of ``password``.
     password_file: Path | None = None
-    keepalive: Annotated[int, Field(ge=5, le=3600)] = 30
+    #: Seconds; the agent's key has the same name (``keepalive`` is read as it, with a warning).
+    keepalive_s: Annotated[int, Field(ge=5, le=3600)] = 30
     tls: TLSConfig = TLSConfig()
 
     @field_validator("url")
@@ -176,12 +180,30 @@ def _loopback(host: str) -> bool:
         return False
 
 
+#: Keys renamed, still read under their old names (with a warning): (section, old, new).
+DEPRECATED_KEYS = (("broker", "keepalive", "keepalive_s"),)
+
+
+def _rename_deprecated(raw: dict[str, Any], name: str) -> None:
+    """Read an old key name as the new one, saying so; both at once is an error."""
+    for section, old, new in DEPRECATED_KEYS:
+        table = raw.get(section)
+        if not isinstance(table, dict) or old not in table:
+            continue
+        if new in table:
+            raise ConfigError(f"{name}: {section}.{old}: give {section}.{new} only (the same key)")
+        table[new] = table.pop(old)
+        log.warning("%s: %s.%s is deprecated, call it %s.%s (as the agent's configuration does)",
+                    name, section, old, section, new)
+
+
 def parse_config(text: str, base: Path, name: str = "collector.toml") -> CollectorConfig:
     """Parse and validate TOML text; relative paths are resolved against ``base``."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{name}: not valid TOML: {err}") from err
+    _rename_deprecated(raw, name)
     try:
         config = CollectorConfig.model_validate(raw)
     except ValidationError as err:

@@ -100,7 +100,7 @@ def mqtt_settings(broker: BrokerConfig) -> MqttSettings:
         username=broker.username,
         password=broker.secret(),
         tls=TlsFiles(tls.ca_file, tls.cert_file, tls.key_file, tls.insecure),
-        keepalive_s=broker.keepalive,
+        keepalive_s=broker.keepalive_s,
         clean_session=False,
         manual_ack=True,
         max_inflight=100,

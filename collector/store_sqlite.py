@@ -51,14 +51,18 @@ class SQLiteStore(Store):
         self.path = Path(path)
         if (read_only or not create) and not self.path.is_file():
             raise StoreError(f"no database at {self.path}")
+        if not self.path.parent.is_dir():
+            # Never made: a mistyped path would put the records where nobody looks for them.
+            raise StoreError(
+                f"cannot open the database {self.path}: no directory "
+                f"{str(self.path.parent)!r} (create it first)"
+            )
         try:
             if read_only:
                 # A look from another process (frota demo): no write, no migration, no lock taken.
                 self._reader = _read_only(self.path)
                 self.db = sqlite_utils.Database(self._reader)
             else:
-                if create:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(
                     self.path, isolation_level=None, check_same_thread=False, timeout=30
                 )

@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from frota import __version__
 from frota.commands import agent, check, collector, decode, demo, provision, sim
@@ -23,9 +24,18 @@ COMMAND_MODULES: tuple[ModuleType, ...] = (
 )
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with the README's exit codes: a bad argument is a user error, status 1 with one
+    line (argparse prints its usage and exits 2). Subcommand parsers inherit the class."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (see PROG --help)`` on one line and exit 1."""
+        self.exit(1, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="frota",
         description="Frota: telemetry for intercity buses (registrador, GPS, door counters) "
         "from the bus to the law.",
@@ -45,7 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 1 user error)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, --version (0) and argument errors (1): no traceback
+        return done.code if isinstance(done.code, int) else 1
     logging.basicConfig(
         level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

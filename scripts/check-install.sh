@@ -90,7 +90,7 @@ HOST_PIP="$REPO/.venv/bin/pip"
 [ -x "$HOST_PIP" ] || HOST_PIP="python3 -m pip"
 mkdir -p "$CACHE/wheels"
 $HOST_PIP wheel --quiet --wheel-dir "$CACHE/wheels" "$REPO" >"$CACHE/wheels.log" 2>&1 \
-    && $HOST_PIP download --quiet --dest "$CACHE/wheels" "setuptools>=68" wheel >>"$CACHE/wheels.log" 2>&1 \
+    && $HOST_PIP download --quiet --dest "$CACHE/wheels" "setuptools>=77" wheel >>"$CACHE/wheels.log" 2>&1 \
     || die "cannot make the wheelhouse; see $CACHE/wheels.log"
 rm -f "$CACHE"/wheels/frota-*.whl  # the install builds Frota itself from the copied tree
 mkdir -p "$ROOT/root/wheelhouse"

@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     """Load the configuration and run the agent."""
     from agent import logsetup
     from agent.buffer import BufferError
-    from agent.config import ConfigError, check_secret_modes, load_config
+    from agent.config import ConfigError, check_start, load_config
     from agent.main import run as run_agent
     from protocols.mqtt_client import MqttError
 
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     logsetup.configure(level=args.log_level)
     try:
         config = load_config(args.config)
-        check_secret_modes(config)
+        check_start(config)
         return run_agent(config)
     except (ConfigError, BufferError, MqttError) as err:
         raise UserError(str(err)) from err

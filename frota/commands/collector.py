@@ -108,12 +108,29 @@ def records(args: argparse.Namespace) -> int:
     except StoreError as err:
         raise UserError(str(err)) from err
     out = sys.stdout
+    written = 0
     try:
         for text in store.records(args.vehicle, since, until):
             out.write(text + "\n")
+            written += 1
         out.flush()
+        if written == 0:
+            _say_why_none(store, args)
     except StoreError as err:
         raise UserError(str(err)) from err
     finally:
         store.close()
     return 0
+
+
+def _say_why_none(store: Any, args: argparse.Namespace) -> None:
+    """No record printed: an unknown vehicle is a user error; an empty range is said on stderr."""
+    if store.count(args.vehicle) == 0:
+        known = store.vehicle_ids()
+        listed = ", ".join(known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+        raise UserError(
+            f"no records stored for vehicle {args.vehicle!r} "
+            + (f"(vehicles with records: {listed})" if known else "(the store holds no records)")
+        )
+    span = f"since {args.since}" + (f" until {args.until}" if args.until else "")
+    print(f"frota collector records: no records for {args.vehicle} {span}", file=sys.stderr)

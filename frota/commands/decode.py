@@ -77,6 +77,40 @@ def raw_chunks(stream: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
+#: How much of the input is kept to find out why nothing decoded (bytes).
+SAMPLE = 64 * 1024
+
+
+def looks_like_hex_text(sample: bytes) -> bool:
+    """True if the bytes read as ``--hex`` input (hex digits, maybe timestamps and comments)."""
+    try:
+        text = sample.decode("ascii")
+    except UnicodeDecodeError:
+        return False
+    lines = text.splitlines(keepends=True)
+    if len(sample) == SAMPLE and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut short
+    try:
+        return any(data for _, data in timed_hex_chunks(line.encode() for line in lines))
+    except UserError:
+        return False
+
+
+def why_nothing(protocol: str, sample: bytes, hex_input: bool) -> str:
+    """The likeliest reason a capture gave no record: hex text read as raw bytes, another
+    device's capture, or simply not this device."""
+    if not hex_input and looks_like_hex_text(sample):
+        return "the input looks like hex text: add --hex"
+    for other in registry.names():
+        if other == protocol:
+            continue
+        decoder = registry.get(other).make_decoder("probe")
+        decoder.feed(sample)
+        if decoder.stats.frames:
+            return f"it holds {other} frames: --protocol {other}?"
+    return f"is it a capture of a {protocol} device? (see --help and firmware-notes/)"
+
+
 def run(args: argparse.Namespace) -> int:
     """Decode the capture and print records; the drop summary goes to stderr."""
     info = registry.get(args.protocol)
@@ -93,6 +127,9 @@ def run(args: argparse.Namespace) -> int:
     decoder = info.make_decoder(vehicle)
     out = sys.stdout
     set_time = getattr(decoder, "set_time", None)  # devices without a clock (apc)
+    written = 0
+    read = 0
+    sample = bytearray()  # the first bytes, to say why if nothing decodes
     with stream:
         if args.hex:
             chunks: Iterator[tuple[int | None, bytes]] = timed_hex_chunks(iter(stream))
@@ -101,12 +138,17 @@ def run(args: argparse.Namespace) -> int:
         for ts_ms, chunk in chunks:
             if ts_ms is not None and callable(set_time):
                 set_time(ts_ms)
+            read += len(chunk)
+            if len(sample) < SAMPLE:
+                sample += chunk[: SAMPLE - len(sample)]
             for record in decoder.feed(chunk):
                 out.write(dumps(record) + "\n")
+                written += 1
     finish = getattr(decoder, "finish", None)
     if callable(finish):
         for record in finish():
             out.write(dumps(record) + "\n")
+            written += 1
     out.flush()
     summary = {"protocol": args.protocol, "vehicle": vehicle, **decoder.stats.summary()}
     print("decode summary: " + json.dumps(summary), file=sys.stderr)
@@ -118,4 +160,14 @@ def run(args: argparse.Namespace) -> int:
         )
     for reason, raw in decoder.stats.rejected[-10:]:
         print(f"  rejected ({reason}): {raw[:96]}{'…' if len(raw) > 96 else ''}", file=sys.stderr)
+    if written == 0:
+        source = "stdin" if args.file is None else args.file
+        if read == 0:
+            raise UserError(f"nothing to decode: {source} is empty")
+        if callable(set_time) and summary.get("undated"):
+            raise UserError(f"no record from {source}: every {args.protocol} record was undated")
+        raise UserError(
+            f"no record decoded from {source} ({read} bytes) as {args.protocol}: "
+            + why_nothing(args.protocol, bytes(sample), args.hex)
+        )
     return 0

@@ -63,10 +63,25 @@ def test_records_through_the_config_file(
     assert [r["agent"] for r in _lines(capsys.readouterr().out)] == ["b1"]
 
 
-def test_a_vehicle_without_records_prints_nothing(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_vehicle_is_a_user_error_naming_the_known_ones(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["collector", "records", "--db", str(db), "--vehicle", "NOPE",
-                 "--since", "2026-03-02T00:00:00Z"]) == 0
-    assert capsys.readouterr().out == ""
+                 "--since", "2026-03-02T00:00:00Z"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("frota collector: error: no records stored for vehicle 'NOPE' "
+                   "(vehicles with records: ABC1D23, XYZ9K88)\n")
+
+
+def test_an_empty_range_says_so_on_stderr(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # V1's records are at 14:10:00-14:10:05 (helpers.T0): nothing in the hour before.
+    assert main(["collector", "records", "--db", str(db), "--vehicle", V1,
+                 "--since", "2026-03-02T13:00:00Z", "--until", "2026-03-02T14:00:00Z"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == ("frota collector records: no records for ABC1D23 since 2026-03-02T13:00:00Z "
+                   "until 2026-03-02T14:00:00Z\n")
 
 
 @pytest.mark.parametrize(

@@ -231,10 +231,15 @@ def test_frota_decode_reads_timestamped_hex(tmp_path: Path) -> None:
                      if not line.startswith("#"))
     run = subprocess.run(
         [sys.executable, "-m", "frota", "decode", "--protocol", "apc", "--hex"],
-        input=bare, capture_output=True, text=True, check=True, cwd=PROJECT,
+        input=bare, capture_output=True, text=True, cwd=PROJECT,
     )
     assert run.stdout == ""
     assert "no time" in run.stderr
+    # Nothing decoded is a user error, said in one last line (issue 14).
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[-1] == (
+        "frota decode: error: no record from stdin: every apc record was undated"
+    )
     bad = subprocess.run(
         [sys.executable, "-m", "frota", "decode", "--protocol", "apc", "--hex"],
         input="2026-13-02T14:30:00Z a5\n", capture_output=True, text=True, cwd=PROJECT,
