@@ -223,7 +223,8 @@ class Operations(RuleBase):
         if t is None or t.vehicle != v.id:
             return []
         out: list[Finding] = []
-        self.hot.discard(v.id)
+        if not vs.equipment.doors_open:     # a door still open keeps watching the speed (SP 71 II
+            self.hot.discard(v.id)          # has no trip condition)
         t.unapproved = None
         if vs.trip_id in self.ctx.trips:
             return out                      # a replacement continues it: the stop stays open
