@@ -13,6 +13,9 @@ from collector.rules.profile import Profile
 
 NO_TIME = -(2**62)
 
+#: (vehicle, trip, line, profile) as a finding records them.
+Ctx = tuple[str, str | None, str | None, Profile]
+
 #: When one driver is in slots of two vehicles at once, the busier activity wins.
 PRIORITY = {"drive": 3, "work": 2, "available": 1, "rest": 0}
 
@@ -100,7 +103,7 @@ class Vehicle:
         self.limit_kmh = limit
         self.limit_source = source
 
-    def context(self) -> tuple[str, str | None, str | None, Profile]:
+    def context(self) -> Ctx:
         """(vehicle, trip, line, profile) as a finding records them."""
         trip = self.trip
         if trip is None:
@@ -108,10 +111,40 @@ class Vehicle:
         return (self.id, trip.id, trip.line_id, self.profile)
 
 
+class Whereabouts:
+    """Where a driver was during one activity segment: the (vehicle, trip, line, profile) in
+    force from each instant on, so a finding takes those of the moment it became true."""
+
+    __slots__ = ("changes",)
+
+    def __init__(self, changes: list[tuple[int, Ctx]]) -> None:
+        #: (from ms, context), in time order, at least one
+        self.changes = changes
+
+    @property
+    def last(self) -> Ctx:
+        """The context at the segment's end."""
+        return self.changes[-1][1]
+
+    def at(self, ms: int) -> Ctx:
+        """The context in force at ``ms`` (the first one before the segment)."""
+        found = self.changes[0][1]
+        for start, ctx in self.changes:
+            if start > ms:
+                break
+            found = ctx
+        return found
+
+
+def same_place(a: Ctx, b: Ctx) -> bool:
+    """Whether two contexts name the same vehicle, trip and profile."""
+    return a[0] == b[0] and a[1] == b[1] and a[3] is b[3]
+
+
 class DriverState:
     """One driver across vehicles: where they are, their effective activity since when."""
 
-    __slots__ = ("act", "id", "presence", "since", "vehicle")
+    __slots__ = ("act", "id", "presence", "since", "vehicle", "where")
 
     def __init__(self, driver_id: str) -> None:
         self.id = driver_id
@@ -122,6 +155,8 @@ class DriverState:
         self.since = 0
         #: the vehicle the driver was last seen in (its trip and profile judge the driver)
         self.vehicle: Vehicle | None = None
+        #: the driver's contexts since ``since`` (see :class:`Whereabouts`)
+        self.where: list[tuple[int, Ctx]] = []
 
 
 def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:

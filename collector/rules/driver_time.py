@@ -2,18 +2,19 @@
 
 Each rule is a pure function of a small state and one *segment* of a driver's day — an interval
 ``[s, e)`` with one effective activity (``drive``, ``work``, ``available``, ``rest``) — built by
-the engine across vehicles (journey.py). The limits come from the driver period in force (law.md's
-table); the parameters, citations and severity from the profile of the vehicle the driver is in
-when the finding becomes true.
+the engine across vehicles. The limits come from the driver period in force (docs/rules.md); the
+vehicle, trip, citations and severity of a finding from where the driver was at the moment it
+became true (``Whereabouts.at``): the limit passed, the window's end.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from collector.rules.context import Ctx, Whereabouts
 from collector.rules.finding import Finding, build, minutes
 from collector.rules.params import BreakParams, ContinuousDrivingParams, WorkdayParams
-from collector.rules.profile import DriverPeriod, Profile
+from collector.rules.profile import DriverPeriod
 from protocols.records import ms_to_ts
 
 CONTINUOUS = "driver.continuous_driving"
@@ -21,7 +22,6 @@ BREAK_4H = "driver.break_per_4h"
 WORKDAY = "driver.workday"
 DAILY_REST = "driver.daily_rest"
 
-Ctx = tuple[str, str | None, str | None, Profile]
 
 
 def _driver_finding(rule: str, ctx: Ctx, driver: str, start: int, end: int | None,
@@ -62,7 +62,8 @@ def _continuous_result(st: ContinuousState, driver: str, end: int | None) -> Fin
     })
 
 
-def continuous_segment(st: ContinuousState, driver: str, s: int, e: int, act: str, ctx: Ctx,
+def continuous_segment(st: ContinuousState, driver: str, s: int, e: int, act: str,
+                       where: Whereabouts,
                        period_of: Any) -> Finding | None:
     """CTB 67-C caput: driving beyond the limit without a rest piece of ``break_piece_min``."""
     if act == "drive":
@@ -75,10 +76,10 @@ def continuous_segment(st: ContinuousState, driver: str, s: int, e: int, act: st
         st.last_end = e
         if limit is not None and st.exceeded_at is None and st.drive_ms > limit:
             st.exceeded_at = s + (limit - before)
-            st.ctx = ctx
+            st.ctx = where.at(st.exceeded_at)
         return None
     if act == "rest" and st.start is not None:
-        params: ContinuousDrivingParams = ctx[3].rules[CONTINUOUS].params
+        params: ContinuousDrivingParams = where.last[3].rules[CONTINUOUS].params
         if e - s >= params.break_piece_min * 60_000:
             result = _continuous_result(st, driver, st.last_end)
             st.start = None
@@ -119,10 +120,10 @@ def _break_result(st: BreakState, driver: str, end: int | None) -> Finding | Non
     })
 
 
-def break_segment(st: BreakState, driver: str, s: int, e: int, act: str, ctx: Ctx,
+def break_segment(st: BreakState, driver: str, s: int, e: int, act: str, where: Whereabouts,
                   period_of: Any) -> Finding | None:
     """CTB 67-C §1-A: 30 min of breaks (pieces ≥ 5 min) before 4 h of accumulated driving."""
-    params: BreakParams = ctx[3].rules[BREAK_4H].params
+    params: BreakParams = where.last[3].rules[BREAK_4H].params
     if act == "drive":
         if st.start is None:
             if not period_of(s).break_rules:
@@ -134,7 +135,7 @@ def break_segment(st: BreakState, driver: str, s: int, e: int, act: str, ctx: Ct
         if st.exceeded_at is None and st.drive_ms > block:
             st.exceeded_at = s + (block - before)
             st.break_at_exceed = st.break_ms
-            st.ctx = ctx
+            st.ctx = where.at(st.exceeded_at)
         return None
     if act == "rest" and st.start is not None and e - s >= params.break_piece_min * 60_000:
         need = round(params.break_min * 60_000) - st.break_ms
@@ -178,9 +179,9 @@ def _workday_result(st: WorkdayState, driver: str, end: int | None) -> Finding |
 
 
 def workday_segment(st: WorkdayState, driver: str, s: int, e: int, act: str,
-                    ctx: Ctx) -> Finding | None:
+                    where: Whereabouts) -> Finding | None:
     """CLT 235-C: a duty longer than ``normal_h + overtime_h``."""
-    params: WorkdayParams = ctx[3].rules[WORKDAY].params
+    params: WorkdayParams = where.last[3].rules[WORKDAY].params
     if act != "rest":
         if st.start is None:
             st.start, st.work_ms, st.exceeded_at = s, 0, None
@@ -190,7 +191,7 @@ def workday_segment(st: WorkdayState, driver: str, s: int, e: int, act: str,
         st.last_end = e
         if st.exceeded_at is None and st.work_ms > limit:
             st.exceeded_at = s + (limit - before)
-            st.ctx = ctx
+            st.ctx = where.at(st.exceeded_at)
         return None
     if st.start is not None and e - s >= params.duty_rest_h * 3_600_000:
         result = _workday_result(st, driver, st.last_end)
@@ -264,10 +265,10 @@ def _judge(window: tuple[int, int, DriverPeriod],
     return False, details
 
 
-def daily_segment(st: DailyRestState, driver: str, s: int, e: int, act: str, ctx: Ctx,
-                  period_of: Any) -> list[Finding]:
+def daily_segment(st: DailyRestState, driver: str, s: int, e: int, act: str,
+                  where: Whereabouts, period_of: Any) -> list[Finding]:
     """CTB 67-C §3: each 24 h window from a duty start holds the qualifying rest."""
-    params: WorkdayParams = ctx[3].rules[WORKDAY].params
+    params: WorkdayParams = where.last[3].rules[WORKDAY].params
     if act == "rest":
         st.rests.append((s, e))
         if e - s >= params.duty_rest_h * 3_600_000:
@@ -279,7 +280,7 @@ def daily_segment(st: DailyRestState, driver: str, s: int, e: int, act: str, ctx
         # a duty that outlasts its window opens the next one where the last one ends
         while st.latest_end is not None and st.latest_end < e:
             _open_window(st, max(s, st.latest_end), period_of)
-    return daily_decide(st, driver, e, ctx)
+    return daily_decide(st, driver, e, where)
 
 
 def _open_window(st: DailyRestState, start: int, period_of: Any) -> None:
@@ -287,7 +288,8 @@ def _open_window(st: DailyRestState, start: int, period_of: Any) -> None:
     st.latest_end = start + DAY_MS
 
 
-def daily_decide(st: DailyRestState, driver: str, now: int, ctx: Ctx) -> list[Finding]:
+def daily_decide(st: DailyRestState, driver: str, now: int,
+                 where: Whereabouts) -> list[Finding]:
     """Decide every window that can be decided with the rests known up to ``now``."""
     results: list[Finding] = []
     keep: list[tuple[int, int, DriverPeriod]] = []
@@ -298,7 +300,9 @@ def daily_decide(st: DailyRestState, driver: str, now: int, ctx: Ctx) -> list[Fi
         if verdict is None:
             keep.append(window)
         elif verdict is False:
-            found = _driver_finding(DAILY_REST, ctx, driver, window[0], window[1], details)
+            # it became true at the window's end: the driver's trip and profile then
+            found = _driver_finding(DAILY_REST, where.at(window[1]), driver, window[0],
+                                    window[1], details)
             if found is not None:
                 results.append(found)
     st.windows = keep
@@ -307,6 +311,7 @@ def daily_decide(st: DailyRestState, driver: str, now: int, ctx: Ctx) -> list[Fi
     return results
 
 
-def daily_open(st: DailyRestState, driver: str, as_of: int, ctx: Ctx) -> list[Finding]:
+def daily_open(st: DailyRestState, driver: str, as_of: int,
+               where: Whereabouts) -> list[Finding]:
     """Windows decided at ``as_of`` (the open segment is already among the rests)."""
-    return daily_decide(st, driver, as_of, ctx)
+    return daily_decide(st, driver, as_of, where)

@@ -25,7 +25,15 @@ from collections.abc import Iterable
 from types import MappingProxyType
 
 from collector.registry import Registry
-from collector.rules.context import PRIORITY, DriverState, Trip, Vehicle, slot_activity
+from collector.rules.context import (
+    PRIORITY,
+    DriverState,
+    Trip,
+    Vehicle,
+    Whereabouts,
+    same_place,
+    slot_activity,
+)
 from collector.rules.finding import Finding, sort_key
 from collector.rules.pipeline import RULES, Pipeline, RuleType
 from collector.rules.profile import Profile
@@ -199,6 +207,12 @@ class Engine:
         for hook in self._on_change:
             self._found(hook(v, ms))
         self._emit_drivers(v, ms)
+        if v.emitted:   # the trip or profile may have changed under the drivers' feet
+            ctx = v.context()
+            for driver_id in v.emitted:
+                d = self.drivers[driver_id]
+                if d.vehicle is v and d.where and not same_place(d.where[-1][1], ctx):
+                    d.where.append((ms, ctx))
 
     def _driver_record(self, v: Vehicle, ms: int, rec: Record) -> None:
         slot = rec["slot"]
@@ -269,14 +283,19 @@ class Engine:
             d.presence[v.id] = act
             d.vehicle = v
         effective = max(d.presence.values(), key=PRIORITY.__getitem__) if d.presence else "rest"
+        here = d.vehicle.context() if d.vehicle is not None else None
         if d.act is None:
             d.act, d.since = effective, ms
+            d.where = [] if here is None else [(ms, here)]
         elif effective != d.act:
             if ms > d.since and d.vehicle is not None:
-                ctx = d.vehicle.context()
+                where = Whereabouts(d.where or [(d.since, d.vehicle.context())])
                 for hook in self._on_segment:
-                    self._found(hook(d.id, d.since, ms, d.act, ctx))
+                    self._found(hook(d.id, d.since, ms, d.act, where))
             d.act, d.since = effective, ms
+            d.where = [] if here is None else [(ms, here)]
+        elif here is not None and d.where and not same_place(d.where[-1][1], here):
+            d.where.append((ms, here))     # the same activity in another vehicle
 
     # ---- output --------------------------------------------------------------------------
     def findings(self, as_of_ms: int | None = None) -> list[Finding]:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from collector.registry import Registry
+from collector.rules.context import Ctx, Whereabouts
 from collector.rules.finding import Finding
 from collector.rules.profile import Profile
 
@@ -44,10 +45,10 @@ if TYPE_CHECKING:
     from collector.rules.context import DriverState, Trip, Vehicle
     from protocols.records import Record
 
+__all__ = ["Ctx", "Found", "Rule", "RuleBase", "RuleContext", "Whereabouts"]
+
 #: What a hook gives back.
 Found = Finding | list[Finding] | None
-#: (vehicle, trip, line, profile) as a finding records them.
-Ctx = tuple[str, str | None, str | None, Profile]
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class Rule(Protocol):
     def on_trip_start(self, trip: Trip, v: Vehicle, ms: int) -> Found: ...
     def on_trip_leave(self, trip: Trip, v: Vehicle, ms: int) -> Found: ...
     def on_trip_end(self, trip: Trip, v: Vehicle, ms: int) -> Found: ...
-    def on_segment(self, driver: str, s: int, e: int, act: str, ctx: Ctx) -> Found: ...
+    def on_segment(self, driver: str, s: int, e: int, act: str, where: Whereabouts) -> Found: ...
     def open(self, as_of: int) -> Iterable[Finding | None]: ...
 
 
@@ -140,8 +141,9 @@ class RuleBase:
         """``trip`` ended on ``v``."""
         return None
 
-    def on_segment(self, driver: str, s: int, e: int, act: str, ctx: Ctx) -> Found:
-        """One interval of one effective activity of a driver."""
+    def on_segment(self, driver: str, s: int, e: int, act: str, where: Whereabouts) -> Found:
+        """One interval of one effective activity of a driver; ``where.at(ms)`` is the vehicle,
+        trip, line and profile the driver was in at ``ms``."""
         return None
 
     def open(self, as_of: int) -> Iterable[Finding | None]:

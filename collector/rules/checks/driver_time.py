@@ -6,6 +6,7 @@ import copy
 from collections.abc import Iterable
 
 from collector.rules import driver_time as dt
+from collector.rules.context import Whereabouts
 from collector.rules.finding import Finding
 from collector.rules.params import (
     BreakParams,
@@ -13,7 +14,7 @@ from collector.rules.params import (
     DailyRestParams,
     WorkdayParams,
 )
-from collector.rules.rule import Ctx, RuleBase, RuleContext
+from collector.rules.rule import RuleBase, RuleContext
 
 
 class DriverStates:
@@ -39,8 +40,9 @@ class DriverStates:
         return mine
 
 
-def _segment(st: DriverStates, driver: str, s: int, e: int, act: str, ctx: Ctx) -> list[Finding]:
-    period_of = ctx[3].period_at
+def _segment(st: DriverStates, driver: str, s: int, e: int, act: str,
+             ctx: Whereabouts) -> list[Finding]:
+    period_of = ctx.at(s)[3].period_at
     found: list[Finding] = []
     one = dt.continuous_segment(st.continuous, driver, s, e, act, ctx, period_of)
     if one is not None:
@@ -71,7 +73,8 @@ class DriverTime(RuleBase):
         super().__init__(ctx)
         self.states: dict[str, DriverStates] = {}
 
-    def on_segment(self, driver: str, s: int, e: int, act: str, ctx: Ctx) -> list[Finding]:
+    def on_segment(self, driver: str, s: int, e: int, act: str,
+                   ctx: Whereabouts) -> list[Finding]:
         """One interval of one activity."""
         st = self.states.get(driver)
         if st is None:
@@ -85,7 +88,7 @@ class DriverTime(RuleBase):
                 continue
             known = self.states.get(d.id)
             mine = known.copy() if known is not None else DriverStates()
-            ctx = d.vehicle.context()
+            ctx = Whereabouts(d.where or [(d.since, d.vehicle.context())])
             if as_of > d.since:
                 yield from _segment(mine, d.id, d.since, as_of, d.act, ctx)
             yield dt.continuous_open(mine.continuous, d.id)
