@@ -15,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from protocols import registry
 from protocols.uplink import check_broker_url
 
 
@@ -24,8 +25,6 @@ class ConfigError(ValueError):
 
 #: A vehicle id is used in MQTT topics: no wildcards, no slashes, no spaces.
 VEHICLE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-#: Protocols the agent has a source for (device kind → the records' ``device`` field).
-SOURCE_PROTOCOLS: dict[str, str] = {"registrador": "registrador", "nmea": "gps", "apc": "apc"}
 
 
 class _Strict(BaseModel):
@@ -48,7 +47,8 @@ class DeviceConfig(_Strict):
     """One serial device: its protocol and line settings."""
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
-    protocol: Literal["registrador", "nmea", "apc"]
+    #: A protocol of ``protocols.registry`` that has an agent source.
+    protocol: str
     port: Annotated[str, Field(min_length=1)]
     baudrate: Annotated[int, Field(gt=0)] = 115_200
     bytesize: Literal[5, 6, 7, 8] = 8
@@ -63,8 +63,16 @@ class DeviceConfig(_Strict):
 
     @property
     def device(self) -> str:
-        """The records' ``device`` value for this device (registrador, gps, apc)."""
-        return SOURCE_PROTOCOLS[self.protocol]
+        """The records' ``device`` value for this device (from the device registry)."""
+        return registry.get(self.protocol).device
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, value: str) -> str:
+        known = registry.source_protocols()
+        if value not in known:
+            raise ValueError(f"{value!r} is not one of {', '.join(map(repr, known))}")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> DeviceConfig:
@@ -208,8 +216,9 @@ class AgentConfig(_Strict):
         for name in names:
             if names.count(name) > 1:
                 raise ValueError(f"devices: two devices are named {name!r}")
-        for proto in ("registrador", "nmea"):
-            if sum(d.protocol == proto for d in self.devices) > 1:
+        for proto in sorted({d.protocol for d in self.devices}):
+            if registry.get(proto).clocked and sum(d.protocol == proto for d in self.devices) > 1:
+                # Two clocks of one kind would both set the agent's time (TimeKeeper).
                 raise ValueError(f"devices: more than one {proto} device")
         return self
 

@@ -44,10 +44,27 @@ class DecoderStats:
 
 
 class Decoder(Protocol):
-    """A stream decoder: keeps its own buffer, reads no clock, does no I/O, never raises on data."""
+    """A stream decoder: keeps its own buffer, reads no clock, does no I/O, never raises on data.
 
-    stats: DecoderStats
+    Registered in ``protocols.registry``; every caller (``frota decode``, the agent's sources,
+    tests) drives it through these four members only.
+    """
+
+    @property
+    def stats(self) -> DecoderStats:
+        """What the decoder counted and skipped (a decoder may add its own counters)."""
+        ...
 
     def feed(self, data: bytes) -> list[Record]:
         """Consume bytes from the wire and return the records completed by them."""
+        ...
+
+    def finish(self) -> list[Record]:
+        """End of input: the records still pending (a partial frame is dropped and counted)."""
+        ...
+
+    def set_time(self, ts_ms: int) -> None:
+        """The clock hook: the caller's time now (ms since the epoch), for the records of the
+        next bytes. Devices without a clock (registry ``clocked=False``) stamp their records
+        with it; devices with a clock ignore it."""
         ...

@@ -18,7 +18,6 @@ from pynmea2.nmea_utils import dm_to_sd
 
 from protocols.base import DecoderStats
 from protocols.records import Record, make_record, ms_to_ts
-from protocols.registry import ProtocolInfo
 
 #: Talkers of satellite receivers: GPS, multi-GNSS, GLONASS, Galileo, BeiDou (BD and GB), QZSS, NavIC.
 GNSS_TALKERS: Final = frozenset({"GP", "GN", "GL", "GA", "BD", "GB", "GQ", "GI"})
@@ -233,9 +232,8 @@ class NmeaDecoder:
 
     def __init__(self, vehicle: str) -> None:
         self.vehicle = vehicle
-        #: The counters with their GPS-specific fields; ``stats`` is the same object.
-        self.counts = NmeaStats()
-        self.stats: DecoderStats = self.counts
+        #: The counters, with their GPS-specific fields.
+        self.stats = NmeaStats()
         self._buf = bytearray()
         self._epoch: _Epoch | None = None
         #: The last valid RMC's (or ZDA's) date and time, ms since the epoch: dates GGA-only fixes.
@@ -268,6 +266,9 @@ class NmeaDecoder:
         self._flush(out)
         return out
 
+    def set_time(self, ts_ms: int) -> None:
+        """The clock hook: unused, fixes carry the receiver's UTC time."""
+
     def _line(self, line: bytes, out: list[Record]) -> None:
         if not line.strip():
             return
@@ -296,13 +297,13 @@ class NmeaDecoder:
             self.stats.malformed += 1
             self.stats.reject("malformed", sentence)
         elif reason == "unused":
-            self.counts.unused += 1
+            self.stats.unused += 1
         else:
             self.stats.skipped += 1
 
     def _add(self, fix: Fix, sentence: bytes, out: list[Record]) -> None:
         if not fix.valid and fix.sentence in ("RMC", "GGA"):
-            self.counts.void_fixes += 1
+            self.stats.void_fixes += 1
         if fix.sentence == "ZDA":
             if fix.valid and fix.date is not None and fix.tod_ms is not None:
                 self._anchor_ms = _day_ms(fix.date) + fix.tod_ms
@@ -342,7 +343,7 @@ class NmeaDecoder:
         if ts_ms is None:
             ts_ms = self._dated(epoch.tod_ms)
             if ts_ms is None:
-                self.counts.undated += 1
+                self.stats.undated += 1
                 self.stats.reject("undated", b"\r\n".join(epoch.lines))
                 return
         motion = [f for f in (rmc, vtg) if f is not None and f.valid]
@@ -374,11 +375,3 @@ class NmeaDecoder:
         elif tod_ms > anchor_tod + _HALF_DAY_MS:
             ts_ms -= DAY_MS
         return ts_ms
-
-
-PROTOCOL = ProtocolInfo(
-    name="nmea",
-    make_decoder=NmeaDecoder,
-    firmware_note="nmea.md",
-    description="GPS receiver, NMEA 0183 (RMC, GGA, VTG) at 4800/9600 baud",
-)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
+
+from protocols.registry import DeviceValues
 
 #: Version of the record schema carried in payload, file and bundle headers (not per record).
 SCHEMA_VERSION: Final = 1
@@ -28,7 +30,8 @@ INCIDENT_CAUSES: Final = (
     "road_blocked",
     "other",
 )
-DEVICES: Final = ("registrador", "gps", "apc", "agent")
+#: The ``device`` values: each registered device (protocols/registry.py), then the agent itself.
+DEVICES: Final = DeviceValues("agent")
 DEVICE_STATUSES: Final = (
     "ok",
     "fault",
@@ -132,7 +135,7 @@ def _check_bool(rec: Mapping[str, Any], key: str, *, optional: bool) -> None:
         raise RecordError(f"{rec.get('kind')} record: {key}={value!r} is not true or false")
 
 
-def _check_choice(rec: Mapping[str, Any], key: str, choices: tuple[str, ...]) -> None:
+def _check_choice(rec: Mapping[str, Any], key: str, choices: Sequence[str]) -> None:
     value = _need(rec, key)
     if value not in choices:
         raise RecordError(

@@ -36,7 +36,7 @@ How the pieces fit (reuse them for every device)::
 
 A device simulator module (e.g. ``simulators.registrador``) holds the model class and
 ``register_sim(subparsers)``, which adds ``frota sim <device>`` (use ``add_line_arguments`` and
-``serve``). List the module in ``SIM_MODULES`` in ``frota/commands/sim.py``. A line-based
+``serve``), and the device's entry in ``protocols/registry.py`` names it. A line-based
 device (NMEA) emits one Emission per sentence; a request/response device (RS-485) returns
 ``None`` from ``next_due_ms`` and answers in ``receive``. A scenario player builds the models
 itself, drives their state from its timeline (``on_step`` or its own loop calling ``step``) and

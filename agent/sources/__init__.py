@@ -1,4 +1,5 @@
-"""The agent's sources, one module per device kind; :func:`make_source` picks one by protocol."""
+"""The agent's sources, one module per device kind; :func:`make_source` builds the one that the
+device's entry in ``protocols.registry`` names."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import threading
 from collections.abc import Callable
 
 from agent.config import DeviceConfig
-from agent.sources.base import Sink, Source, StateHooks
+from agent.sources.base import Sink, Source, SourceContext, StateHooks
 from agent.timekeeper import TimeKeeper
+from protocols import registry
 
 
 def make_source(
@@ -19,25 +21,25 @@ def make_source(
     last_device_seq: Callable[[], int | None] | None = None,
     state: StateHooks | None = None,
 ) -> Source:
-    """The source for a configured device (registrador, nmea or apc).
+    """The source for a configured device, given what the agent gives every source.
 
-    ``last_device_seq`` tells the registrador's source the last frame number captured from it
-    (from the buffer), where its catch-up starts; ``state`` lets the door counters save their
-    baselines with their records and get them back after a restart.
+    ``last_device_seq`` tells a source the last frame number captured from it (from the buffer),
+    where the registrador's catch-up starts; ``state`` lets a source save its memory (the door
+    counters' baselines, the registrador's catch-up floor) with its records and get it back.
     """
-    if config.protocol == "registrador":
-        from agent.sources.registrador import RegistradorSource
-
-        return RegistradorSource(config, vehicle, sink, clock, stop, last_device_seq, state)
-    if config.protocol == "nmea":
-        from agent.sources.gps import GpsSource
-
-        return GpsSource(config, vehicle, sink, clock, stop)
-    if config.protocol == "apc":
-        from agent.sources.apc import ApcSource
-
-        return ApcSource(config, vehicle, sink, clock, stop, state)
-    raise ValueError(f"no source for protocol {config.protocol!r}")
+    context = SourceContext(vehicle, sink, clock, stop, last_device_seq or (lambda: None), state)
+    return source_class(config.protocol)(config, context)
 
 
-__all__ = ["Sink", "Source", "StateHooks", "make_source"]
+def source_class(protocol: str) -> type[Source]:
+    """The source class the device registry names for ``protocol`` (imported now)."""
+    ref = registry.get(protocol).source
+    if ref is None:
+        raise ValueError(f"no source for protocol {protocol!r}")
+    cls = registry.load(ref)
+    if not (isinstance(cls, type) and issubclass(cls, Source)):
+        raise TypeError(f"{ref} (the source of {protocol!r}) is not a Source")
+    return cls
+
+
+__all__ = ["Sink", "Source", "SourceContext", "StateHooks", "make_source", "source_class"]

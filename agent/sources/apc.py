@@ -14,8 +14,7 @@ import time
 import serial
 
 from agent.config import DeviceConfig
-from agent.sources.base import Sink, Source, StateHooks
-from agent.timekeeper import TimeKeeper
+from agent.sources.base import Source, SourceContext
 from protocols.apc import Poller
 from protocols.apc.poller import MIN_GAP_MS, char_ms
 from protocols.records import Record
@@ -26,21 +25,10 @@ log = logging.getLogger(__name__)
 class ApcSource(Source):
     """Polls each configured sensor every ``poll_interval_s``; silence of all of them reopens."""
 
-    clocked = False
-
-    def __init__(
-        self,
-        config: DeviceConfig,
-        vehicle: str,
-        sink: Sink,
-        clock: TimeKeeper,
-        stop: threading.Event,
-        state: StateHooks | None = None,
-    ) -> None:
-        super().__init__(config, vehicle, sink, clock, stop)
-        self.state = state
+    def __init__(self, config: DeviceConfig, context: SourceContext) -> None:
+        super().__init__(config, context)
         self.poller = Poller(
-            vehicle,
+            context.vehicle,
             [c.address for c in config.counters],
             {c.address: c.door_number for c in config.counters},
         )
@@ -68,22 +56,19 @@ class ApcSource(Source):
         log.info("%s: counters' state restored for %d sensor(s)", self.name, restored)
         self.state.resume()
 
-    def deliver(self, records: list[Record]) -> None:
-        """Records come stamped by the decoder with the time keeper's estimate: pass them on,
-        with the decoder's state after them (committed together)."""
+    def state_for(self, records: list[Record]) -> str | None:
+        """Records come stamped by the decoder with the time keeper's estimate; the decoder's
+        state after them is committed with them."""
         if self.state is None:
-            if records:
-                self.records += len(records)
-                self.sink(self.name, records)
-            return
+            return None
         # The state goes with the records, and on its own whenever a baseline moves (a first
         # answer, passengers counted): a restart then counts from it, not from a later answer.
         state = self.poller.decoder.state()
         moved = {a: {**d, "answers": 0} for a, d in state.items()}
         if records or moved != self._saved:
             self._saved = moved
-            self.records += len(records)
-            self.state.save(self.name, records, json.dumps(state, separators=(",", ":")))
+            return json.dumps(state, separators=(",", ":"))
+        return None
 
     def _exchange(self, port: serial.Serial, request: bytes) -> bool:
         """Send one request, read its answer until a frame completes or the reply times out."""

@@ -46,6 +46,24 @@ class StateHooks:
 #: termios' own (a flush or line setting on a hung-up tty fails with ``termios.error``, EIO).
 LINE_ERRORS = (serial.SerialException, OSError, termios.error)
 
+
+@dataclass(frozen=True)
+class SourceContext:
+    """What the agent gives every source: one object, whatever the device.
+
+    ``last_device_seq()`` is the last frame number captured from the source (from the buffer),
+    where a device with a memory (the registrador) starts its catch-up; ``state`` lets a source
+    save its memory with its records and get it back after a restart (None: records alone).
+    """
+
+    vehicle: str
+    sink: Sink
+    clock: TimeKeeper
+    stop: threading.Event
+    last_device_seq: Callable[[], int | None] = lambda: None
+    state: StateHooks | None = None
+
+
 #: How long one read waits for bytes (seconds); bounds the reaction to stop and to silence.
 READ_TIMEOUT_S = 0.5
 
@@ -55,26 +73,26 @@ class SourceClosed(Exception):  # noqa: N818 - an event on the line, not a progr
 
 
 class Source:
-    """The common loop: open, read or poll, report health, reopen with exponential backoff."""
+    """The common loop: open, read or poll, report health, reopen with exponential backoff.
 
-    #: True when the device stamps its records with its own clock (registrador, GPS).
-    clocked = True
+    A device's source overrides :meth:`session` (how it reads) and, if it keeps a memory that
+    must be committed with its records, the one hook :meth:`state_for`.
+    """
 
-    def __init__(
-        self,
-        config: DeviceConfig,
-        vehicle: str,
-        sink: Sink,
-        clock: TimeKeeper,
-        stop: threading.Event,
-    ) -> None:
+    def __init__(self, config: DeviceConfig, context: SourceContext) -> None:
+        entry = registry.get(config.protocol)
         self.config = config
+        self.context = context
         self.name = config.name
-        self.vehicle = vehicle
-        self.sink = sink
-        self.clock = clock
-        self.stop = stop
-        self.decoder: Decoder = registry.get(config.protocol).make_decoder(vehicle)
+        self.vehicle = context.vehicle
+        self.sink = context.sink
+        self.clock = context.clock
+        self.stop = context.stop
+        self.state = context.state
+        #: True when the device stamps its records with its own clock (the registry's entry);
+        #: otherwise the decoder is given the time keeper's estimate before each read.
+        self.clocked = entry.clocked
+        self.decoder: Decoder = entry.make_decoder(context.vehicle)
         self.health: str | None = None  # None until the first report; then ok/disconnected/silent
         self.records = 0
         self.reopens = 0
@@ -151,17 +169,30 @@ class Source:
             self.report("ok", f"{self.config.port}: data again")
         self.health = "ok"
 
+    def decode(self, data: bytes) -> list[Record]:
+        """Bytes read from the device → records; a device without a clock gets the time now."""
+        if not self.clocked:
+            self.decoder.set_time(self.clock.now_ms()[0])
+        return self.decoder.feed(data)
+
     def deliver(self, records: list[Record]) -> None:
-        """Stamp records as the contract says and hand them to the buffer."""
-        if not records:
-            return
-        if self.clocked:
+        """Hand records (maybe none) to the buffer, with the source's state if it keeps one;
+        a device's clock sets the agent's time."""
+        state = self.state_for(records)
+        if records and self.clocked:
             self.clock.observe(records[-1]["ts"], self.name)
-        else:
-            for rec in records:
-                rec["ts"] = self.clock.now_ts()[0]
-        self.records += len(records)
-        self.sink(self.name, records)
+        if state is not None and self.state is not None:
+            self.records += len(records)
+            self.state.save(self.name, records, state)
+        elif records:
+            self.records += len(records)
+            self.sink(self.name, records)
+
+    def state_for(self, records: list[Record]) -> str | None:
+        """The one hook of :meth:`deliver`: note a batch about to be committed (maybe empty) and
+        return the state to commit with it in the same transaction, or None for none (the
+        records alone; nothing at all for an empty batch)."""
+        return None
 
     def dropped(self, records: list[Record]) -> None:
         """A full disk made the buffer drop these records of ours (called from the writer thread).

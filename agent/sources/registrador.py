@@ -17,15 +17,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import serial
 
 from agent.config import DeviceConfig
-from agent.sources.base import Sink, StateHooks
+from agent.sources.base import SourceContext
 from agent.sources.stream import StreamSource
-from agent.timekeeper import TimeKeeper
 from protocols.records import Record
 from protocols.registrador import RegistradorDecoder, encode_history_request
 
@@ -54,23 +52,11 @@ class _Request:
 class RegistradorSource(StreamSource):
     """Reads the registrador's frames and downloads the ones it missed."""
 
-    clocked = True
-
-    def __init__(
-        self,
-        config: DeviceConfig,
-        vehicle: str,
-        sink: Sink,
-        clock: TimeKeeper,
-        stop: threading.Event,
-        last_device_seq: Callable[[], int | None] | None = None,
-        state: StateHooks | None = None,
-    ) -> None:
-        super().__init__(config, vehicle, sink, clock, stop)
-        self.state = state
-        self.reg_decoder = RegistradorDecoder(vehicle)
+    def __init__(self, config: DeviceConfig, context: SourceContext) -> None:
+        super().__init__(config, context)
+        self.reg_decoder = RegistradorDecoder(context.vehicle)
         self.decoder = self.reg_decoder
-        self.last_device_seq = last_device_seq or (lambda: None)
+        self.last_device_seq = context.last_device_seq
         self._port: serial.Serial | None = None
         self._expect: int | None = None
         self._wanted: deque[tuple[int, int, int]] = deque()  # (first, last, tries so far)
@@ -153,25 +139,20 @@ class RegistradorSource(StreamSource):
             if self.state is not None:
                 self.state.resume()
 
-    def deliver(self, records: list[Record]) -> None:
-        """Hand records on with the catch-up floor (committed together), and queue history
-        requests for the gaps they reveal."""
+    def state_for(self, records: list[Record]) -> str | None:
+        """Queue history requests for the gaps the records reveal; the catch-up floor is
+        committed with them."""
         self._rewind()
-        if records:
-            self.clock.observe(records[-1]["ts"], self.name)
-            self.records += len(records)
-            seqs = sorted({r["device_seq"] for r in records if r.get("device_seq") is not None})
-            if seqs:
-                self._note(seqs)
-                req = self._request
-                if req is not None:
-                    self._got.update(s for s in seqs if req.first <= s <= req.last)
-            floor = self.floor()
-            if self.state is None or floor is None:
-                self.sink(self.name, records)
-            else:
-                self.state.save(self.name, records, json.dumps({"floor": floor}))
-        self.idle()
+        if not records:
+            return None
+        seqs = sorted({r["device_seq"] for r in records if r.get("device_seq") is not None})
+        if seqs:
+            self._note(seqs)
+            req = self._request
+            if req is not None:
+                self._got.update(s for s in seqs if req.first <= s <= req.last)
+        floor = self.floor()
+        return None if self.state is None or floor is None else json.dumps({"floor": floor})
 
     def _note(self, seqs: list[int]) -> None:
         if self._expect is None:

@@ -1,4 +1,8 @@
-"""Sources for devices that talk on their own (registrador, GPS): read bytes, feed the decoder."""
+"""Sources for devices that talk on their own (registrador, GPS): read bytes, feed the decoder.
+
+:class:`StreamSource` is complete for a device that only talks (the GPS's registry entry names it
+directly); a device that also takes requests (the registrador) subclasses it and uses ``idle``.
+"""
 
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ class StreamSource(Source):
     """Reads whatever the device sends and decodes it; silence past ``silent_after_s`` reopens."""
 
     def idle(self) -> None:
-        """Called when a read times out (no byte for a moment): a hook for requests to the device."""
+        """Called after every read (bytes or none): a hook for requests to the device."""
 
     def session(self, port: serial.Serial) -> None:
         """Read until silent, hung up or stopped."""
@@ -36,12 +40,11 @@ class StreamSource(Source):
             data = port.read(READ_MAX)
             if data:
                 self.data_arrived()
-                self.deliver(self.decoder.feed(data))
+                self.deliver(self.decode(data))
+                self.idle()
                 continue
             self.idle()
             since = self.last_data_mono if self.last_data_mono is not None else opened
             if time.monotonic() - since >= self.config.silent_after_s:
                 return
-        finish = getattr(self.decoder, "finish", None)
-        if callable(finish):
-            self.deliver(list(finish()))
+        self.deliver(self.decoder.finish())

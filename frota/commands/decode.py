@@ -16,6 +16,11 @@ from protocols.records import RecordError, dumps, ts_to_ms
 CHUNK = 64 * 1024
 
 
+def _listed(*, clocked: bool) -> str:
+    """The registered protocols with (or without) a clock, for the help text."""
+    return ", ".join(name for name in registry.names() if registry.get(name).clocked == clocked)
+
+
 def register(subparsers: Any) -> None:
     """Add ``frota decode`` to the command line."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
@@ -24,10 +29,11 @@ def register(subparsers: Any) -> None:
         description="Decode a capture from a device (raw bytes, or hex text lines with --hex; "
         "a file or stdin) into canonical records as JSON Lines on stdout. A summary of "
         "what was dropped and why goes to stderr.",
-        epilog="Time: devices with a clock (registrador, nmea; fms by the tachograph's TD "
-        "message) stamp their own records; fms reads candump logs and SLCAN text as they are "
-        "(with --hex, hex of such text). Door "
-        "counters (apc) have none: give a --hex capture whose lines start with an RFC 3339 "
+        epilog=f"Time: devices with a clock ({_listed(clocked=True)}) stamp their own records "
+        "(fms by the tachograph's TD message); fms reads candump logs and SLCAN text as they "
+        "are (with --hex, hex of such text). "
+        f"Devices without one ({_listed(clocked=False)}) need a --hex capture "
+        "whose lines start with an RFC 3339 "
         "timestamp (e.g. '2026-03-02T14:23:05.021Z a5 01 81 ...'), the time of that line's "
         "bytes and of the lines after it; without any timestamp their records are dropped and "
         "counted as 'undated' in the summary.",
@@ -126,7 +132,6 @@ def run(args: argparse.Namespace) -> int:
             raise UserError(f"cannot read {path}: {err.strerror}") from err
     decoder = info.make_decoder(vehicle)
     out = sys.stdout
-    set_time = getattr(decoder, "set_time", None)  # devices without a clock (apc)
     written = 0
     read = 0
     sample = bytearray()  # the first bytes, to say why if nothing decodes
@@ -136,23 +141,21 @@ def run(args: argparse.Namespace) -> int:
         else:
             chunks = ((None, chunk) for chunk in raw_chunks(stream))
         for ts_ms, chunk in chunks:
-            if ts_ms is not None and callable(set_time):
-                set_time(ts_ms)
+            if ts_ms is not None:
+                decoder.set_time(ts_ms)  # stamps the records of a device without a clock
             read += len(chunk)
             if len(sample) < SAMPLE:
                 sample += chunk[: SAMPLE - len(sample)]
             for record in decoder.feed(chunk):
                 out.write(dumps(record) + "\n")
                 written += 1
-    finish = getattr(decoder, "finish", None)
-    if callable(finish):
-        for record in finish():
-            out.write(dumps(record) + "\n")
-            written += 1
+    for record in decoder.finish():
+        out.write(dumps(record) + "\n")
+        written += 1
     out.flush()
     summary = {"protocol": args.protocol, "vehicle": vehicle, **decoder.stats.summary()}
     print("decode summary: " + json.dumps(summary), file=sys.stderr)
-    if callable(set_time) and summary.get("undated"):
+    if not info.clocked and summary.get("undated"):
         print(
             f"  {summary['undated']} records had no time: {args.protocol} devices have no clock, "
             "give --hex lines that start with an RFC 3339 timestamp",
@@ -164,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
         source = "stdin" if args.file is None else args.file
         if read == 0:
             raise UserError(f"nothing to decode: {source} is empty")
-        if callable(set_time) and summary.get("undated"):
+        if summary.get("undated"):
             raise UserError(f"no record from {source}: every {args.protocol} record was undated")
         raise UserError(
             f"no record decoded from {source} ({read} bytes) as {args.protocol}: "

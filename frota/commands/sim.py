@@ -1,7 +1,8 @@
 """``frota sim <device> ...``: device simulators on pseudo-terminals (one module per device).
 
-Each module in :data:`SIM_MODULES` exposes ``register_sim(subparsers)``, which adds its
-``frota sim <device>`` parser and sets ``func``. To add a simulator, add its module name here.
+Each simulator module exposes ``register_sim(subparsers)``, which adds its ``frota sim <device>``
+parser and sets ``func``. A device's simulator is named by its entry in ``protocols.registry``;
+simulators of more than one device (whole-trip scenarios) are listed in :data:`PLAYER_MODULES`.
 """
 
 from __future__ import annotations
@@ -10,13 +11,15 @@ import argparse
 import importlib
 from typing import Any
 
-#: The simulator modules, in the order ``frota sim --help`` lists them (one per line).
-SIM_MODULES: tuple[str, ...] = (
-    "simulators.registrador",
-    "simulators.gps",
-    "simulators.apc",
-    "simulators.scenario.command",
-)
+from protocols import registry
+
+#: Simulators that play several devices at once, listed after the devices' own.
+PLAYER_MODULES: tuple[str, ...] = ("simulators.scenario.command",)
+
+
+def sim_modules() -> list[str]:
+    """The simulator modules, in the order ``frota sim --help`` lists them (one per line)."""
+    return [*registry.simulator_modules(), *PLAYER_MODULES]
 
 
 def register(subparsers: Any) -> None:
@@ -30,5 +33,5 @@ def register(subparsers: Any) -> None:
     )
     devices = parser.add_subparsers(dest="device", metavar="DEVICE")
     devices.required = True
-    for name in SIM_MODULES:
+    for name in sim_modules():
         importlib.import_module(name).register_sim(devices)

@@ -16,11 +16,9 @@ from protocols.apc.frames import (
     encode_request,
 )
 from protocols.apc.poller import Poller
-from protocols.registry import ProtocolInfo
 
 __all__ = [
     "ACK_RESET",
-    "PROTOCOL",
     "READ_COUNTS",
     "ApcDecoder",
     "ApcStats",
@@ -30,10 +28,3 @@ __all__ = [
     "encode_counts",
     "encode_request",
 ]
-
-PROTOCOL = ProtocolInfo(
-    name="apc",
-    make_decoder=ApcDecoder,
-    firmware_note="apc.md",
-    description="door passenger counters, APC-485 (polled, 19200 8N1, CRC-16/IBM-3740)",
-)

@@ -67,13 +67,13 @@ class ApcDecoder:
         self.door_numbers = dict(doors or {})
         #: The time records are stamped with (ms since the epoch), supplied by the caller.
         self.now_ms: int | None = None
-        self.counts = ApcStats()
-        self.stats: DecoderStats = self.counts
+        self.stats = ApcStats()
         self._buf = bytearray()
         self._doors: dict[int, _Door] = {}
 
     def set_time(self, ts_ms: int) -> None:
-        """The caller's best estimate of the time now; stamps the records of the next bytes."""
+        """The clock hook: the caller's best estimate of the time now; stamps the records of
+        the next bytes (door counters have no clock)."""
         self.now_ms = ts_ms
 
     def door_number(self, address: int) -> int:
@@ -180,11 +180,11 @@ class ApcDecoder:
     def _frame(self, address: int, command: int, data: bytes, raw: bytes, out: list[Record]) -> None:
         if not command & RESPONSE:
             if command in (READ_COUNTS, ACK_RESET) and not data:
-                self.counts.requests += 1
+                self.stats.requests += 1
             else:
                 self.stats.unknown_types += 1
             return
-        self.counts.responses += 1
+        self.stats.responses += 1
         if command == ACK_RESET | RESPONSE and not data:
             return
         if command != READ_COUNTS | RESPONSE:
@@ -237,7 +237,7 @@ class ApcDecoder:
 
     def _door_record(self, address: int, door: _Door, raw: bytes, out: list[Record]) -> None:
         if self.now_ms is None:
-            self.counts.undated += 1
+            self.stats.undated += 1
             return
         out.append(
             make_record(
@@ -255,7 +255,7 @@ class ApcDecoder:
 
     def _device(self, address: int, status: str, raw: bytes, out: list[Record]) -> None:
         if self.now_ms is None:
-            self.counts.undated += 1
+            self.stats.undated += 1
             return
         out.append(
             make_record(

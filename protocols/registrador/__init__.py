@@ -20,21 +20,8 @@ from protocols.registrador.encoder import (
     encode_trip,
 )
 from protocols.registrador.scanner import FrameScanner, RawFrame, check_frame
-from protocols.registry import ProtocolInfo
-
-#: The decoder under its generic name, for ``protocols.registry`` users.
-Decoder = RegistradorDecoder
-
-PROTOCOL = ProtocolInfo(
-    name="registrador",
-    make_decoder=RegistradorDecoder,
-    firmware_note="registrador.md",
-    description="the tachograph's binary serial protocol (115200 8N1, CRC-16/IBM-3740 frames)",
-)
 
 __all__ = [
-    "PROTOCOL",
-    "Decoder",
     "FrameScanner",
     "HistoryEnd",
     "RawFrame",

@@ -113,6 +113,9 @@ class RegistradorDecoder:
         """End of stream: decode what a false start hid, count a truncated last frame as dropped."""
         return self._frames(self.scanner.finish())
 
+    def set_time(self, ts_ms: int) -> None:
+        """The clock hook: unused, the registrador stamps its frames with its own clock."""
+
     def _frames(self, frames: list[RawFrame]) -> list[Record]:
         out: list[Record] = []
         for frame in frames:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,7 +67,7 @@ class _Reader:
             raise self.fail(f"{key} = {value} should be at least {lo}")
         return value
 
-    def choice(self, key: str, choices: tuple[str, ...], default: str | None = None) -> str:
+    def choice(self, key: str, choices: Sequence[str], default: str | None = None) -> str:
         value = str(self.get(key, str) if default is None else self.get(key, str, default))
         if value not in choices:
             raise self.fail(f"{key} = {value!r} should be one of {', '.join(choices)}")

@@ -105,8 +105,8 @@ def test_wrap_past_65535_counts_by_hand() -> None:
         {"ts": "2026-03-02T14:24:05.021Z", "kind": "door", "door": 1, "open": False,
          "boarded": 6, "alighted": 2},  # (4 - 65534) mod 65536, 102 - 100
     ]
-    assert decoder.counts.requests == 3
-    assert decoder.counts.responses == 3
+    assert decoder.stats.requests == 3
+    assert decoder.stats.responses == 3
 
 
 def test_reset_is_never_read_as_a_wrap() -> None:
@@ -156,7 +156,7 @@ def test_without_a_time_records_are_held_and_counted() -> None:
     decoder = ApcDecoder("ABC1D23")
     for _ts, data in chunks:
         assert decoder.feed(data) == []
-    assert decoder.counts.undated == 2
+    assert decoder.stats.undated == 2
     decoder.set_time(T0)
     out = decoder.finish()  # the passengers were kept, not lost
     assert [(r["boarded"], r["alighted"]) for r in out] == [(10, 2)]
@@ -185,7 +185,7 @@ def test_hex_table(name: str, data: bytes, doors: list[tuple[bool, int, int]], c
         out, decoder = decode(*chunks)
         got = [(r["open"], r["boarded"], r["alighted"]) for r in out if r["kind"] == "door"]
         assert got == doors, (name, step)
-        summary = decoder.counts.summary()
+        summary = decoder.stats.summary()
         for key, value in counters.items():
             assert summary[key] == value, (name, step, key)
 

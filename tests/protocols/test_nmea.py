@@ -83,7 +83,7 @@ def test_raw_replays_to_the_same_record() -> None:
 def test_void_fixes_give_no_position() -> None:
     out, decoder = decode(lines(RMC_VOID, GGA_VOID))
     assert out == []
-    assert decoder.counts.void_fixes == 2
+    assert decoder.stats.void_fixes == 2
 
 
 def test_gga_after_midnight_takes_the_next_day() -> None:
@@ -99,7 +99,7 @@ def test_gga_after_midnight_takes_the_next_day() -> None:
 def test_gga_before_any_date_is_held_back_and_counted() -> None:
     out, decoder = decode(lines(GGA_NEXT_DAY, RMC_MIDNIGHT))
     assert [r["ts"] for r in out] == ["2026-03-02T23:59:59.000Z"]
-    assert decoder.counts.undated == 1
+    assert decoder.stats.undated == 1
 
 
 def test_zda_dates_a_gga_only_receiver() -> None:
@@ -114,7 +114,7 @@ def test_zda_with_an_impossible_year_is_malformed() -> None:
     out, decoder = decode(lines(b"$" + body + b"*%02X" % checksum(body), GGA_NEXT_DAY))
     assert out == []
     assert decoder.stats.malformed == 1
-    assert decoder.counts.undated == 1
+    assert decoder.stats.undated == 1
 
 
 @pytest.mark.parametrize("talker", [b"GP", b"GN", b"GL", b"GA", b"BD", b"GB"])
@@ -147,7 +147,7 @@ def test_framing(name: str, data: bytes, count: int, counters: dict[str, int]) -
     for chunk in (None, 1, 7):
         out, decoder = decode(data, chunk)
         assert [without_raw(r) for r in out] == [SAO_PAULO] * count, name
-        summary = decoder.counts.summary()
+        summary = decoder.stats.summary()
         for key, value in counters.items():
             assert summary[key] == value, (name, chunk, key)
 

@@ -146,7 +146,7 @@ PYNMEAGPS = [
 def test_pynmeagps_bad_input(corpora: Path, name: str, positions: int, counters: dict[str, int]) -> None:
     records, decoder = decode_file(corpora / "nmea" / "pynmeagps" / name)
     assert len(records) == positions
-    summary = decoder.counts.summary()
+    summary = decoder.stats.summary()
     for key, value in counters.items():
         assert summary[key] == value, key
 

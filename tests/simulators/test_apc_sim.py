@@ -137,7 +137,7 @@ def test_frota_sim_apc_counts_add_up_through_a_pty(tmp_path: Path) -> None:
         states = [r["open"] for r in doors if r["door"] == door and "raw" in r]
         assert len(states) >= 2
         assert all(a != b for a, b in itertools.pairwise(states))  # open, close, …
-    assert poller.decoder.counts.crc_failures == 0
+    assert poller.decoder.stats.crc_failures == 0
     # Totals: what the decoder reported equals the last answer minus the first, per head.
     answered: dict[int, list[DoorCounts]] = {}
     for line in sent.read_text().splitlines():

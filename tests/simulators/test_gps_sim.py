@@ -46,7 +46,7 @@ def test_sentences_decode_to_the_fix() -> None:
 def test_void_fix_gives_void_sentences() -> None:
     out, decoder = decode(b"".join(epoch_sentences(T0, GpsFix(0, 0, valid=False))))
     assert out == []
-    assert decoder.counts.void_fixes == 2
+    assert decoder.stats.void_fixes == 2
 
 
 def test_route_driver_moves_stops_and_turns_back() -> None:
