@@ -104,6 +104,14 @@ BUILTIN: dict[str, DeviceEntry] = {
             source="agent.sources.apc:ApcSource",
             simulator="simulators.apc",
         ),
+        DeviceEntry(
+            name="fms",
+            device="registrador",  # the tachograph, read on the FMS CAN bus instead of its serial line
+            clocked=True,  # dated by the tachograph's TD message
+            decoder="protocols.fms.decoder:FmsDecoder",
+            firmware_note="fms.md",
+            description="FMS-Standard on CAN (J1939, 250 kbit/s): candump logs or SLCAN text",
+        ),
     )
 }
 

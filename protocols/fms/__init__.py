@@ -34,10 +34,6 @@ from protocols.fms.messages import (
 )
 from protocols.fms.stats import FmsStats
 from protocols.fms.transport import encode_bam
-from protocols.registry import ProtocolInfo
-
-#: The decoder under its generic name, for ``protocols.registry`` users.
-Decoder = FmsDecoder
 
 
 def encode_td(ms: int, *, local_offset_min: int = 0, source: int = TACHOGRAPH) -> CanFrame:
@@ -55,19 +51,10 @@ def encode_di(driver1: str | None, driver2: str | None, *,
     return encode_bam(DI, payload, source=source)
 
 
-PROTOCOL = ProtocolInfo(
-    name="fms",
-    make_decoder=FmsDecoder,
-    firmware_note="fms.md",
-    description="FMS-Standard on CAN (J1939, 250 kbit/s): candump logs or SLCAN text",
-)
-
 __all__ = [
     "BODY_CONTROLLER",
-    "PROTOCOL",
     "TACHOGRAPH",
     "CanFrame",
-    "Decoder",
     "FmsDecoder",
     "FmsStats",
     "FrameLike",

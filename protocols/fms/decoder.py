@@ -29,7 +29,6 @@ from typing import Final
 
 from cantools.database.errors import DecodeError
 
-from protocols.base import DecoderStats
 from protocols.fms import messages as m
 from protocols.fms.clock import TachographClock, td_ms
 from protocols.fms.frames import FrameLike, raw_hex
@@ -54,16 +53,15 @@ class FmsDecoder:
 
     def __init__(self, vehicle: str) -> None:
         self.vehicle = vehicle
-        self.counts = FmsStats()
-        self.stats: DecoderStats = self.counts
-        self.reader = FrameReader(self.counts)
+        self.stats = FmsStats()
+        self.reader = FrameReader(self.stats)
         self.transport = BamReassembler()
         self.clock = TachographClock()
         self.estimate_ms: int | None = None
         self.td_absent = False
         """No TD came within the hold limits: dating falls back to the estimate."""
         self._held: deque[Message] = deque()
-        self.state = BusState(vehicle, self.counts)
+        self.state = BusState(vehicle, self.stats)
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -102,14 +100,14 @@ class FmsDecoder:
 
     def _frame(self, frame: FrameLike) -> list[Record]:
         if getattr(frame, "is_error_frame", False) or getattr(frame, "is_remote_frame", False):
-            self.counts.error_frames += 1  # python-can reports bus errors and remote requests
+            self.stats.error_frames += 1  # python-can reports bus errors and remote requests
             return []
         data = bytes(frame.data)
         rx = frame.timestamp
         if rx is not None and not 0 <= rx < MAX_RX:  # NaN, inf, negative: no usable stamp
             rx = None
         if not frame.is_extended_id:
-            self.counts.foreign += 1
+            self.stats.foreign += 1
             return []
         if len(data) > 8:
             raise ValueError(f"{len(data)} data bytes: CAN FD is not FMS")
@@ -125,7 +123,7 @@ class FmsDecoder:
         elif pgn in _KNOWN_UNUSED:
             self.stats.skipped += 1
         else:
-            self.counts.foreign += 1
+            self.stats.foreign += 1
         return out
 
     def _transport(self, pgn: int, can_id: int, data: bytes, raw: str, rx: float | None,
@@ -140,14 +138,14 @@ class FmsDecoder:
         if done is None:
             return
         if done.pgn != m.DI:
-            self.counts.foreign += 1
+            self.stats.foreign += 1
             return
         self._dated(Message(m.DI, done.data, "".join(done.raw), done.timestamp, self.estimate_ms),
                     out)
 
     def _sync_transport(self) -> None:
         t = self.transport.stats
-        s = self.counts
+        s = self.stats
         s.bam_complete, s.bam_incomplete, s.bam_orphans = (
             t.bam_complete, t.bam_incomplete, t.bam_orphans)
         s.bam_duplicates, s.bam_malformed, s.connection_mode = (
@@ -158,11 +156,11 @@ class FmsDecoder:
     def _td(self, data: bytes, raw: str, rx: float | None, out: list[Record]) -> None:
         ms = td_ms(m.decode_signals(m.TD, data))
         if ms is None:
-            self.counts.not_available += 1
+            self.stats.not_available += 1
             self.stats.reject("TD not available or out of range", bytes.fromhex(raw))
             return
         moved = self.clock.set(ms, rx)
-        self.counts.receive_steps = self.clock.receive_steps
+        self.stats.receive_steps = self.clock.receive_steps
         if moved is not None:
             out.append(self._device(ms, "clock_jump", f"TD moved {moved / 1000:+.3f} s from the "
                                     "tachograph time carried forward", raw))
@@ -181,7 +179,7 @@ class FmsDecoder:
         ):
             self.td_absent = True
             out += self._release()
-        self.counts.held = len(held)
+        self.stats.held = len(held)
 
     def _time(self, message: Message, *, held: bool = False) -> int | None:
         if self.clock.anchor_ms is not None:
@@ -193,7 +191,7 @@ class FmsDecoder:
         while self._held:
             message = self._held.popleft()
             out += self._decode(message, self._time(message, held=True))
-        self.counts.held = 0
+        self.stats.held = 0
         return out
 
     def _decode(self, message: Message, ms: int | None) -> list[Record]:
@@ -224,10 +222,10 @@ class FmsDecoder:
         if not produced:
             return produced
         if ms is None:
-            self.counts.undated += len(produced)
+            self.stats.undated += len(produced)
             return []
         if self.clock.anchor_ms is None:
-            self.counts.estimated += len(produced)
+            self.stats.estimated += len(produced)
         ts = ms_to_ts(ms)
         for rec in produced:
             rec["ts"] = ts
