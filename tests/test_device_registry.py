@@ -105,7 +105,7 @@ def test_toy_device_decodes_through_the_registry(toy_env: dict[str, str]) -> Non
     assert (summary["frames"], summary["malformed"], summary["bytes_dropped"]) == (2, 1, 21)
     helps = frota(toy_env, "sim", "--help").stdout.decode()
     assert "a toy speedometer" in helps
-    assert frota(os.environ | {"PYTHONPATH": ""}, "decode", "--protocol", "toy").returncode == 2
+    assert frota(os.environ | {"PYTHONPATH": ""}, "decode", "--protocol", "toy").returncode == 1
 
 
 #: The agent's health records about the toy device.
