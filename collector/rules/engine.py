@@ -177,8 +177,8 @@ class Engine:
                 v.gps_ms = ms
                 if ms - v.speed_ms > v.silent_ms:
                     self._sample(v, ms, float(gps))
-                for hook in self._on_position:
-                    self._found(hook(v, ms, float(gps)))
+            for hook in self._on_position:
+                self._found(hook(v, ms, None if gps is None else float(gps)))
         elif kind == "driver":
             self._driver_record(v, ms, rec)
         else:

@@ -9,7 +9,7 @@ order:
 - ``on_vehicle`` — a vehicle's first record;
 - ``on_record`` — a ``trip`` (before the engine starts or ends the trip), ``door``, ``incident``,
   ``report`` or ``device`` record;
-- ``on_position`` — a GPS fix carrying a speed;
+- ``on_position`` — a GPS fix (``gps_kmh`` None when it carries no speed);
 - ``on_sample`` — a speed sample (the registrador's, or the GPS speed while it is silent). The hot
   path: with ``samples = "all"`` every sample, with ``samples = "hot"`` only those of the vehicles
   in the rule's own ``hot`` set (e.g. a door open), with ``"none"`` never;
@@ -76,7 +76,7 @@ class Rule(Protocol):
 
     def on_vehicle(self, v: Vehicle, ms: int) -> None: ...
     def on_record(self, v: Vehicle, ms: int, rec: Record) -> Found: ...
-    def on_position(self, v: Vehicle, ms: int, gps_kmh: float) -> Found: ...
+    def on_position(self, v: Vehicle, ms: int, gps_kmh: float | None) -> Found: ...
     def on_sample(self, v: Vehicle, ms: int, kmh: float) -> Found: ...
     def on_change(self, v: Vehicle, ms: int) -> Found: ...
     def on_trip_start(self, trip: Trip, v: Vehicle, ms: int) -> Found: ...
@@ -117,8 +117,8 @@ class RuleBase:
         """A trip, door, incident, report or device record."""
         return None
 
-    def on_position(self, v: Vehicle, ms: int, gps_kmh: float) -> Found:
-        """A GPS fix with speed."""
+    def on_position(self, v: Vehicle, ms: int, gps_kmh: float | None) -> Found:
+        """A GPS fix (``v.lat``/``v.lon`` already at it), with its speed when it has one."""
         return None
 
     def on_sample(self, v: Vehicle, ms: int, kmh: float) -> Found:

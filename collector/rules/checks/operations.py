@@ -7,7 +7,7 @@ its first record); ``on_change`` (trips join and leave, departures, stops and in
 ``on_record`` (``trip`` — before the engine handles it —, ``door``, ``incident``, ``report``,
 ``device``); ``on_sample`` for the vehicles in :attr:`Operations.hot` (a door open, or passengers on
 board: passenger-km and doors-open-while-moving; other vehicles cost nothing); ``on_position`` (a
-GPS fix with speed: registrador checks). Findings closed here go to the engine's closed set (a
+GPS fix: where a stop is; with speed, the registrador checks). Findings closed here go to the engine's closed set (a
 finding re-emitted with the same id replaces the earlier one); ``open`` gives those still running
 at ``as_of`` without changing any state.
 """
@@ -168,8 +168,16 @@ class Operations(RuleBase):
             return equipment.doors_update(vs.equipment, v, ms)
         return None
 
-    def on_position(self, v: Vehicle, ms: int, gps: float) -> list[Finding]:
-        """A GPS fix with speed."""
+    def on_position(self, v: Vehicle, ms: int, gps: float | None) -> list[Finding]:
+        """A GPS fix: a fix taken while the vehicle stands places its stop (the fix when it
+        stopped may be one taken while it still moved, short of where it stood); with speed,
+        the registrador checks."""
+        if not v.moving and (gps is None or gps < v.stop_kmh):
+            t = self._mine(v)
+            if t is not None and t.stop is not None:
+                t.stop.lat, t.stop.lon = v.lat, v.lon
+        if gps is None:
+            return []
         return equipment.position(self.vehicles[v.id].equipment, v, ms, gps)
 
     # ---- trips ---------------------------------------------------------------------------
