@@ -72,6 +72,13 @@ class FmsDecoder:
             out += self.frame(frame)
         return out
 
+    def forget_time(self) -> None:
+        """Drop the latest TD (e.g. after a gap in reading): frames wait for the next TD again,
+        held and dated backwards from it as at the start (firmware-notes/fms.md §6)."""
+        self.clock.anchor_ms = None
+        self.clock.anchor_rx = None
+        self.td_absent = False
+
     def set_time(self, ts_ms: int) -> None:
         """The consumer's best estimate of the time now, used only while TD is absent."""
         self.estimate_ms = ts_ms

@@ -302,6 +302,18 @@ def test_a_td_after_absence_takes_over() -> None:
     assert [(r["kind"], r["ts"]) for r in records] == [("speed", ms_to_ts(T0 + 500))]
 
 
+def test_forget_time_holds_frames_until_the_next_td() -> None:
+    decoder = FmsDecoder("ABC1D23")
+    first = decoder.frame(at(0.0, encode_td(T0))) + decoder.frame(at(0.1, encode_tco1(DRIVING)))
+    assert first[0]["ts"] == ms_to_ts(T0 + 100)
+    decoder.forget_time()
+    stopped = replace(DRIVING, VehicleMotion=0, TachographVehicleSpeed=0)
+    assert decoder.frame(at(30.0, encode_tco1(stopped))) == []  # held
+    later = decoder.frame(at(30.5, encode_td(T0 + 60_000)))
+    # Dated backwards from the new TD, and no clock_jump: there was no time to jump from.
+    assert [(r["kind"], r["ts"]) for r in later] == [("speed", ms_to_ts(T0 + 59_500))]
+
+
 def test_clock_jump() -> None:
     frames = [at(0.0, encode_td(T0)), at(1.0, encode_td(T0 + 1000)),
               at(2.0, encode_td(T0 + 3_600_000)), *tco1s(2.1, 1)]
