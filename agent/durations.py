@@ -11,7 +11,7 @@ DAY = 86400.0
 
 
 def human_duration(seconds: float) -> str:
-    """A duration in the largest unit that keeps it readable (sign kept, rounded down to what is shown)."""
+    """A duration in the largest unit that keeps it readable (sign kept, rounded to what is shown)."""
     sign = "-" if seconds < 0 else ""
     s = abs(seconds)
     if s < 2 * MINUTE:
@@ -21,7 +21,6 @@ def human_duration(seconds: float) -> str:
     elif s < 2 * DAY:
         text = f"{s / HOUR:.1f} h"
     else:
-        days, rest = divmod(int(s), int(DAY))
-        hours = rest // int(HOUR)
+        days, hours = divmod(round(s / HOUR), 24)  # to the nearest hour
         text = f"{days} d" + (f" {hours} h" if hours else "")
     return sign + text

@@ -15,6 +15,7 @@ import time
 from types import FrameType
 
 from agent.buffer import Buffer
+from agent.capture import CaptureServer, socket_path
 from agent.clockwatch import ClockWatch
 from agent.config import AgentConfig
 from agent.sources import Source, make_source
@@ -71,6 +72,8 @@ class Agent:
             for device in config.devices
         ]
         self._by_name = {source.name: source for source in self.sources}
+        # frota agent capture: a device's raw bytes, teed by its source (agent/capture.py).
+        self.capture = CaptureServer(socket_path(buf.path), self._by_name)
 
     @property
     def agent_id(self) -> str:
@@ -108,6 +111,7 @@ class Agent:
         self._sink("agent", [self._own("ok", f"agent {self.agent_id} started")])
         for source in self.sources:
             source.start()
+        self.capture.start()
         log.info(
             "agent %s for %s: %d device(s), buffer %s, broker %s",
             self.agent_id, self.config.vehicle, len(self.sources), self.config.buffer.path,
@@ -186,6 +190,7 @@ class Agent:
     def shutdown(self) -> None:
         """Stop the sources, flush the buffer, say offline and disconnect."""
         self.stop_event.set()
+        self.capture.close()
         for source in self.sources:
             source.join(timeout=5.0)
         self._sink("agent", [self._own("ok", f"agent {self.agent_id} stopping")])

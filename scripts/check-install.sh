@@ -176,7 +176,12 @@ EOF
     chgrp "$(in_root getent group dialout | cut -d: -f3)" "$tty" && chmod 0660 "$tty"
     "${AS_FROTA[@]}" /opt/frota/.venv/bin/frota agent run --config /etc/frota/check.toml >"$ROOT/agent.log" 2>&1 &
     agent_pid=$!
-    sleep 8
+    sleep 4
+    # A capture through the running agent (root asks the frota agent over its socket).
+    out="$(in_root /opt/frota/.venv/bin/frota agent capture --config /etc/frota/check.toml --device gps --seconds 2 --out /root/gps.hex 2>&1)" || true
+    check "frota agent capture goes through the running agent: $out" grep -q "through the running agent" <<<"$out"
+    check "and the capture decodes to positions" sh -c "chroot '$ROOT' /opt/frota/.venv/bin/frota decode --protocol nmea --hex /root/gps.hex 2>/dev/null | grep -q '\"kind\":\"position\"'"
+    sleep 2
     kill -TERM "$agent_pid" 2>/dev/null || true
     wait "$agent_pid" && rc=0 || rc=$?
     kill -TERM "$gps_pid" 2>/dev/null || true

@@ -74,7 +74,9 @@ class ApcSource(Source):
         """Send one request, read its answer until a frame completes or the reply times out."""
         port.reset_input_buffer()
         port.write(request)
-        records = self.poller.feed(request, self.clock.now_ms()[0])
+        now = self.clock.now_ms()[0]
+        self.tee(request, now)  # a capture holds the polls too: the decoder needs them
+        records = self.poller.feed(request, now)
         frames = self.decoder.stats.frames
         deadline = time.monotonic() + self.config.reply_timeout_s
         answered = False
@@ -83,7 +85,9 @@ class ApcSource(Source):
             if not data:
                 continue
             answered = True
-            records += self.poller.feed(data, self.clock.now_ms()[0])
+            now = self.clock.now_ms()[0]
+            self.tee(data, now)
+            records += self.poller.feed(data, now)
             if self.decoder.stats.frames > frames:
                 break
         self.deliver(records)

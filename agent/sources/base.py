@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 #: Where records go: (source name, records) → the buffer writer.
 Sink = Callable[[str, list[Record]], None]
+#: A listener to a device's raw bytes (``frota agent capture``): (time keeper's ms, bytes).
+Tap = Callable[[int, bytes], None]
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class Source:
         self.records = 0
         self.reopens = 0
         self.last_data_mono: float | None = None
+        #: Listeners to the raw bytes (agent/capture.py); replaced whole, never changed in place.
+        self.taps: tuple[Tap, ...] = ()
         self._thread = threading.Thread(target=self._run, name=f"source-{self.name}", daemon=True)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -119,6 +123,8 @@ class Source:
             stopbits=cfg.stopbits,
             timeout=READ_TIMEOUT_S,
             write_timeout=1.0,
+            # flock: a second opener (another agent, a capture) is refused, never shares the line.
+            exclusive=True,
         )
 
     def _run(self) -> None:
@@ -160,6 +166,14 @@ class Source:
     def session(self, port: serial.Serial) -> None:
         """Read until the device falls silent (return), the line fails (raise) or stop is set."""
         raise NotImplementedError
+
+    def tee(self, data: bytes, ts_ms: int | None = None) -> None:
+        """Hand raw bytes of the line to the taps (a capture), stamped as records are."""
+        taps = self.taps
+        if taps:
+            now = self.clock.now_ms()[0] if ts_ms is None else ts_ms
+            for tap in taps:
+                tap(now, data)
 
     # -- records ---------------------------------------------------------------------------
     def data_arrived(self) -> None:

@@ -39,6 +39,7 @@ class StreamSource(Source):
         while not self.stop.is_set():
             data = port.read(READ_MAX)
             if data:
+                self.tee(data)
                 self.data_arrived()
                 self.deliver(self.decode(data))
                 self.idle()

@@ -1,4 +1,5 @@
-"""``frota agent``: the program on the bus (``run``) and a look into its buffer (``status``)."""
+"""``frota agent``: the program on the bus (``run``), a look into its buffer (``status``) and a
+capture of one device's bytes (``capture``)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,22 @@ def register(subparsers: Any) -> None:
     status_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
     status_parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     status_parser.set_defaults(func=status)
+    capture_parser = sub.add_parser(
+        "capture",
+        help="record a device's raw bytes with their times, for frota decode --hex and support",
+        description="Record one device's raw bytes with their times for SECONDS into FILE, as "
+        "lines 'RFC3339-time hex-bytes' that 'frota decode --protocol P --hex' reads (door "
+        "counters: the agent's polls included). Through the running agent (it holds the port "
+        "and tees the device's bytes); with no agent running, the port is opened here with the "
+        "agent's settings. Never opens a port another process holds.",
+    )
+    capture_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    capture_parser.add_argument("--device", required=True, metavar="NAME",
+                                help="the device's name in the configuration ([[devices]] name)")
+    capture_parser.add_argument("--seconds", required=True, type=float, metavar="N",
+                                help="how long to record (at most 3600)")
+    capture_parser.add_argument("--out", required=True, metavar="FILE", help="the capture file to write")
+    capture_parser.set_defaults(func=capture)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,4 +85,58 @@ def status(args: argparse.Namespace) -> int:
     except (ConfigError, StatusError) as err:
         raise UserError(str(err)) from err
     print(json.dumps(result, indent=2) if args.json else render(result))
+    return 0
+
+
+def capture(args: argparse.Namespace) -> int:
+    """Record a device's raw bytes through the running agent, or alone if none runs."""
+    import sys
+    from pathlib import Path
+
+    from agent.capture import MAX_SECONDS, CaptureError, socket_path, standalone, through_agent
+    from agent.config import ConfigError, load_config
+    from agent.hostclock import wall_ms
+    from protocols.records import ms_to_ts
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        raise UserError(str(err)) from err
+    device = next((d for d in config.devices if d.name == args.device), None)
+    if device is None:
+        names = ", ".join(d.name for d in config.devices) or "none"
+        raise UserError(f"--device: no device {args.device!r} in {args.config} (it has: {names})")
+    if not 0 < args.seconds <= MAX_SECONDS:
+        raise UserError(f"--seconds: {args.seconds:g} is not in (0, {MAX_SECONDS:g}]")
+    out = Path(args.out)
+    try:
+        stream = out.open("w", encoding="ascii")
+    except OSError as err:
+        raise UserError(f"--out: cannot write {out}: {err.strerror}") from err
+    lines = 0
+
+    def write(line: str) -> None:
+        nonlocal lines
+        stream.write(line)
+        lines += not line.startswith("#")
+
+    decode = f"frota decode --protocol {device.protocol} --hex --vehicle {config.vehicle} {out}"
+    with stream:
+        stream.write(
+            f"# frota agent capture: vehicle {config.vehicle}, device {device.name} "
+            f"({device.protocol}) on {device.port}, {args.seconds:g} s from {ms_to_ts(wall_ms())} "
+            "(host clock)\n# each line: time (the agent's time keeper) and the bytes in hex; "
+            f"decode with: {decode}\n"
+        )
+        try:
+            header = through_agent(socket_path(config.buffer.path), device.name, args.seconds, write)
+            how = "through the running agent"
+            if header is None:
+                how = f"opening {device.port} (no agent running)"
+                stream.write(f"# {how}\n")
+                standalone(config, device, args.seconds, write)
+        except CaptureError as err:
+            raise UserError(str(err)) from err
+    print(f"frota agent capture: {lines} lines from {device.name} {how} in {out}; "
+          f"decode with: {decode}", file=sys.stderr)
     return 0

@@ -21,6 +21,8 @@ from agent.durations import human_duration
         (172_800, "2 d"),
         (23_681_280, "274 d 2 h"),  # 274 × 86400 = 23,673,600; 7,680 s left = 2 h 8 min
         (94_608_000, "1095 d"),  # 3 × 365 days
+        (94_607_999.9, "1095 d"),  # a measured step a hair short of it: to the nearest hour
+        (2 * 86_400 + 5_500, "2 d 2 h"),  # 1.53 h rounds to 2 h
         (-3600, "-60 min"),
     ],
 )

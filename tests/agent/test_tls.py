@@ -96,6 +96,7 @@ def test_a_bad_ca_file_is_refused_at_start(tmp_path: Path) -> None:
     conf.write_text(
         f'vehicle = "{VEHICLE}"\n[buffer]\npath = "b.sqlite"\n'
         '[broker]\nurl = "mqtts://127.0.0.1:8883"\n[broker.tls]\nca_file = "ca.pem"\n'
+        '[[devices]]\nname = "gps"\nprotocol = "nmea"\nport = "loop://"\n'  # one is required
     )
     proc = subprocess.run(
         [sys.executable, "-m", "frota", "agent", "run", "--config", str(conf)],
