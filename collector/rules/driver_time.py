@@ -9,6 +9,7 @@ became true (``Whereabouts.at``): the limit passed, the window's end.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from collector.rules.context import Ctx, Whereabouts
@@ -205,6 +206,17 @@ def workday_open(st: WorkdayState, driver: str) -> Finding | None:
     return _workday_result(st, driver, None) if st.start is not None else None
 
 
+@dataclass(frozen=True)
+class Window:
+    """A 24 h window from a duty start, and — once certain — when its rest became impossible."""
+
+    start: int
+    end: int
+    period: DriverPeriod
+    #: (the instant the rest became impossible, where the driver was then)
+    impossible: tuple[int, Ctx] | None = None
+
+
 class DailyRestState:
     """24 h windows opened at duty starts, and the rest pieces that may fill them."""
 
@@ -212,8 +224,8 @@ class DailyRestState:
 
     def __init__(self) -> None:
         self.in_duty = False
-        #: windows not decided yet: (start, end, period)
-        self.windows: list[tuple[int, int, DriverPeriod]] = []
+        #: windows not decided yet
+        self.windows: list[Window] = []
         self.latest_end: int | None = None
         self.rests: list[tuple[int, int]] = []
 
@@ -221,10 +233,10 @@ class DailyRestState:
 DAY_MS = 86_400_000
 
 
-def _judge(window: tuple[int, int, DriverPeriod],
-           rests: list[tuple[int, int]], now: int) -> tuple[bool | None, dict[str, Any]]:
+def _judge(window: Window, rests: list[tuple[int, int]],
+           now: int) -> tuple[bool | None, dict[str, Any]]:
     """(True ok / False violated / None undecided, details) for a window given rests up to now."""
-    w0, w1, period = window
+    w0, w1, period = window.start, window.end, window.period
     need = period.daily_rest_ms or 0
     clipped = [(max(s, w0), min(e, w1)) for s, e in rests if e > w0 and s < w1]
     lengths = sorted((e - s for s, e in clipped), reverse=True)
@@ -284,34 +296,70 @@ def daily_segment(st: DailyRestState, driver: str, s: int, e: int, act: str,
 
 
 def _open_window(st: DailyRestState, start: int, period_of: Any) -> None:
-    st.windows.append((start, start + DAY_MS, period_of(start)))
+    st.windows.append(Window(start, start + DAY_MS, period_of(start)))
     st.latest_end = start + DAY_MS
 
 
-def daily_decide(st: DailyRestState, driver: str, now: int,
-                 where: Whereabouts) -> list[Finding]:
-    """Decide every window that can be decided with the rests known up to ``now``."""
+def impossible_at(window: Window, rests: list[tuple[int, int]]) -> int | None:
+    """The instant from which the window's rest can no longer be met, for a rest that may not be
+    split: ``end − need``, when the driver is not resting then (resting then, the first instant
+    the rest covering it ends). None for periods whose rest may be split (decided at the end)."""
+    period = window.period
+    need = period.daily_rest_ms
+    if need is None or period.split_first_ms is not None or need > window.end - window.start:
+        return None
+    t = window.end - need
+    moved = True
+    while moved:
+        moved = False
+        for s, e in rests:
+            if s <= t < e:
+                t, moved = e, True
+    return t if t < window.end else None
+
+
+def daily_decide(st: DailyRestState, driver: str, now: int, where: Whereabouts,
+                 early: bool = False) -> list[Finding]:
+    """Decide every window that can be decided with the rests known up to ``now`` (activity is
+    known up to ``now``). A window whose rest became impossible is remembered then, and with
+    ``early`` reported at once, open (it closes at the window's end)."""
     results: list[Finding] = []
-    keep: list[tuple[int, int, DriverPeriod]] = []
+    keep: list[Window] = []
     for window in st.windows:
-        if window[2].daily_rest_ms is None:
+        if window.period.daily_rest_ms is None:
             continue  # no daily-rest rule in this period
         verdict, details = _judge(window, st.rests, now)
         if verdict is None:
+            if window.impossible is None:
+                t = impossible_at(window, st.rests)
+                if t is not None and t < now:   # working at t: certain from then on
+                    window = replace(window, impossible=(t, where.at(t)))
             keep.append(window)
+            if early and window.impossible is not None:
+                details["impossible_at"] = ms_to_ts(window.impossible[0])
+                found = _driver_finding(DAILY_REST, window.impossible[1], driver, window.start,
+                                        None, details)
+                if found is not None:
+                    results.append(found)
         elif verdict is False:
-            # it became true at the window's end: the driver's trip and profile then
-            found = _driver_finding(DAILY_REST, where.at(window[1]), driver, window[0],
-                                    window[1], details)
+            # it became true when it became impossible (else at the window's end): the
+            # driver's trip and profile then
+            if window.impossible is not None:
+                details["impossible_at"] = ms_to_ts(window.impossible[0])
+                ctx = window.impossible[1]
+            else:
+                ctx = where.at(window.end)
+            found = _driver_finding(DAILY_REST, ctx, driver, window.start, window.end, details)
             if found is not None:
                 results.append(found)
     st.windows = keep
-    horizon = min((w[0] for w in keep), default=now)
+    horizon = min((w.start for w in keep), default=now)
     st.rests = [r for r in st.rests if r[1] > horizon]
     return results
 
 
 def daily_open(st: DailyRestState, driver: str, as_of: int,
                where: Whereabouts) -> list[Finding]:
-    """Windows decided at ``as_of`` (the open segment is already among the rests)."""
-    return daily_decide(st, driver, as_of, where)
+    """Windows decided at ``as_of`` (the open segment is already among the rests), and those
+    already impossible, open."""
+    return daily_decide(st, driver, as_of, where, early=True)

@@ -21,9 +21,11 @@ class SpeedParams:
 
 @dataclass(frozen=True)
 class ContinuousDrivingParams:
-    """``driver.continuous_driving``: CTB 67-C caput (the limit comes from the driver period)."""
+    """``driver.continuous_driving``: CTB 67-C caput (the limit comes from the driver period);
+    a ``notice`` while driving within ``warn_before_min`` of it."""
 
     break_piece_min: float = 5.0
+    warn_before_min: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class WorkdayParams:
     normal_h: float = 8.0
     overtime_h: float = 2.0
     duty_rest_h: float = 8.0
+    #: a ``notice`` while on duty within this many minutes of the limit
+    warn_before_min: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -81,10 +85,15 @@ class InterruptionParams:
 
 @dataclass(frozen=True)
 class AssistanceParams:
-    """``trip.assistance_due``: BA 58 §2 I (``after_h`` None: any duration, SP 39 §1)."""
+    """``trip.assistance_due``: BA 58 §2 I (``after_h`` None: any duration, SP 39 §1).
+
+    ``grace_min`` (not in the texts, which want assistance at once) is the operator's policy for
+    when a report of assistance given still counts as timely: due ``grace_min`` after it opens.
+    """
 
     after_h: float | None = None
     carrier_fault_only: bool = True
+    grace_min: float = 0.0
 
 
 @dataclass(frozen=True)

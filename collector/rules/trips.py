@@ -191,9 +191,12 @@ def _deadlines(t: TripOps, stop: Stop, duration: int) -> list[Deadline]:
         after = 0 if assist.after_h is None else round(assist.after_h * HOUR)
         if assist.after_h is None or duration > after:
             start = stop.start_ms + after
+            # due at once (SP 39 §1, BA 58 §2), or after the operator's grace
+            due = start + round(assist.grace_min * MINUTE)
             out.append(Deadline(ASSISTANCE, t.profile, stop.vehicle, stop.driver, t.id, t.line_id,
-                                start, start, inc.ms, True,
+                                start, due, inc.ms, True,
                                 {"cause": inc.cause, "after_h": assist.after_h,
+                                 "grace_min": assist.grace_min,
                                  "interruption_start": ms_to_ts(stop.start_ms)}))
     report: ReportDueParams = t.profile.rules[REPORT_DUE].params
     if report.long_interruption_h is not None:

@@ -8,8 +8,9 @@ from typing import Any
 
 from simulators.scenario.model import Expect
 
-#: Severities that are statistics, not violations: ``only`` does not hold them to the list.
-STATISTICS = ("report",)
+#: Severities that are not violations (statistics; early warnings): ``only`` does not hold them
+#: to the list.
+STATISTICS = ("report", "notice")
 
 
 def problems(expect: Expect, findings: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -6,6 +6,7 @@ import copy
 from collections.abc import Iterable
 
 from collector.rules import driver_time as dt
+from collector.rules import early
 from collector.rules.context import Whereabouts
 from collector.rules.finding import Finding
 from collector.rules.params import (
@@ -59,7 +60,7 @@ def _segment(st: DriverStates, driver: str, s: int, e: int, act: str,
 
 class DriverTime(RuleBase):
     """``driver.continuous_driving``, ``driver.break_per_4h``, ``driver.workday`` and
-    ``driver.daily_rest`` (CTB 67-C, CLT 235-C)."""
+    ``driver.daily_rest`` (CTB 67-C, CLT 235-C), with their early warnings (``early.py``)."""
 
     params = (
         (dt.CONTINUOUS, ContinuousDrivingParams),
@@ -95,6 +96,10 @@ class DriverTime(RuleBase):
             yield dt.break_open(mine.brk, d.id)
             yield dt.workday_open(mine.workday, d.id)
             yield from dt.daily_open(mine.daily, d.id, as_of, ctx)
+            if d.act == "drive":
+                yield early.continuous_notice(mine.continuous, d.id, as_of, ctx.last)
+            if d.act != "rest":
+                yield early.workday_notice(mine.workday, d.id, as_of, ctx.last)
 
 
 RULE = DriverTime

@@ -222,9 +222,17 @@ def test_daily_rest_split_8_then_rest_within_16h(start: str, second: int, found:
     # work 0–8 h, rest 8–16 h, work 16–21 h, rest 21 h – 21 h + second, work to 33 h
     tl = _daily(start, [(8 * HOUR, 16 * HOUR), (21 * HOUR, 21 * HOUR + second)], 33 * HOUR)
     got = of(tl.findings(), DAILY)
-    assert len(got) == found
-    if found:
-        assert got[0]["start"] == tl.ts(0)
+    first = [f for f in got if f["start"] == tl.ts(0)]     # the window from the first duty
+    assert len(first) == found
+    # the 8 h rest ends a duty: a second window from 16 h to 40 h. From ADI 5322 (11 h, not
+    # split) its rest is impossible from 40 − 11 = 29 h, while the driver works: reported open
+    # at 33 h (issue 13's early report). Before, a split rest may still come: undecided.
+    second_window = [f for f in got if f["start"] == tl.ts(16 * HOUR)]
+    if start == ADI:
+        (early,) = second_window
+        assert (early["end"], early["details"]["impossible_at"]) == (None, tl.ts(29 * HOUR))
+    else:
+        assert second_window == []
 
 
 @pytest.mark.parametrize(("second", "found"), [(2 * HOUR, 0), (2 * HOUR - S, 1)])
