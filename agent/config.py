@@ -16,15 +16,12 @@ from urllib.parse import unquote, urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from protocols import registry
+from protocols.records import is_vehicle_id
 from protocols.uplink import check_broker_url
 
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the key and what is wrong."""
-
-
-#: A vehicle id is used in MQTT topics: no wildcards, no slashes, no spaces.
-VEHICLE_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
 class _Strict(BaseModel):
@@ -206,8 +203,11 @@ class AgentConfig(_Strict):
     @field_validator("vehicle")
     @classmethod
     def _vehicle(cls, value: str) -> str:
-        if not VEHICLE_RE.match(value):
-            raise ValueError(f"{value!r} must be 1-64 letters, digits, '_', '.' or '-'")
+        if not is_vehicle_id(value):
+            raise ValueError(
+                f"{value!r} must be 1-64 letters, digits, '_', '.' or '-', starting with a "
+                "letter or digit"
+            )
         return value
 
     @model_validator(mode="after")

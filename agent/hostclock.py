@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import time
 
+from protocols.records import now_ms
+
 #: The environment variable naming the offset file (tests only).
 OFFSET_ENV = "FROTA_AGENT_CLOCK_OFFSET_FILE"
 
@@ -35,5 +37,6 @@ def wall() -> float:
 
 
 def wall_ms() -> int:
-    """The host clock in ms since the epoch."""
-    return int(wall() * 1000)
+    """The host clock in ms since the epoch (``protocols.records.now_ms`` plus the test offset)."""
+    offset = _offset()
+    return now_ms() + (round(offset * 1000) if offset else 0)

@@ -11,7 +11,6 @@ are device times.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from agent.buffer_summary import BufferReader
 from agent.config import AgentConfig
 from agent.diskroom import reserve_path
 from agent.durations import human_duration
+from protocols.records import ms_to_ts
 
 
 class StatusError(RuntimeError):
@@ -34,7 +34,7 @@ def _now_ms() -> int:
 def _iso(ms: int | None) -> str | None:
     if ms is None:
         return None
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return ms_to_ts(ms)
 
 
 def _file_size(path: Path) -> int:

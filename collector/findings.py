@@ -27,15 +27,10 @@ from collector import registry as fleet
 from collector.rules.engine import Engine
 from collector.rules.finding import Finding, sort_key
 from collector.rules.profile import Profile, load_profiles
-from collector.rules.timeutil import fast_ts_ms
 from collector.store import Store
+from protocols.records import now_ms, ts_to_ms
 
 log = logging.getLogger(__name__)
-
-def now_ms() -> int:
-    """The collector's clock, ms since the epoch: the ``as_of`` of live evaluations."""
-    return time.time_ns() // 1_000_000
-
 
 def stored_records(store: Store, as_of_ms: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Every stored record with ts <= ``as_of`` as (ts ms, record), vehicle by vehicle."""
@@ -43,7 +38,7 @@ def stored_records(store: Store, as_of_ms: int | None = None) -> Iterator[tuple[
     for vehicle in store.vehicle_ids():
         for text in store.records(vehicle, None, until):
             rec = orjson.loads(text)
-            yield fast_ts_ms(rec["ts"]), rec
+            yield ts_to_ms(rec["ts"]), rec
 
 
 def evaluate_store(store: Store, registry: fleet.Registry, as_of_ms: int,
@@ -67,8 +62,8 @@ def evaluate_store(store: Store, registry: fleet.Registry, as_of_ms: int,
 
 def save(store: Store, findings: list[Finding], as_of_ms: int) -> None:
     """Replace the stored findings (one transaction) and remember their ``as_of``."""
-    rows = [(f["id"], f["rule"], f["vehicle"], f["driver"], fast_ts_ms(f["start"]),
-             None if f["end"] is None else fast_ts_ms(f["end"]), orjson.dumps(f).decode())
+    rows = [(f["id"], f["rule"], f["vehicle"], f["driver"], ts_to_ms(f["start"]),
+             None if f["end"] is None else ts_to_ms(f["end"]), orjson.dumps(f).decode())
             for f in findings]
     store.replace_findings(rows, as_of_ms)
 

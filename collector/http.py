@@ -21,10 +21,9 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from collector.ingest import Ingest
 from collector.tokens import Token, Tokens
-from protocols.records import RecordError, ts_to_ms
+from protocols.records import VEHICLE_ID_PATTERN, RecordError, ts_to_ms
 
 #: A vehicle id as it can appear in an MQTT topic level (no '/', '+', '#', no spaces).
-VEHICLE_PATTERN = r"^[^/+#\s]{1,64}$"
 
 
 def _validation_message(err: RequestValidationError) -> str:
@@ -130,7 +129,7 @@ def make_app(
     @app.get("/health")
     def health(
         token: Caller,
-        vehicle: Annotated[str | None, Query(pattern=VEHICLE_PATTERN)] = None,
+        vehicle: Annotated[str | None, Query(pattern=VEHICLE_ID_PATTERN)] = None,
     ) -> JSONResponse:
         """Broker connection, rejects, and per-vehicle lag; 503 while the broker is away. An
         operador sees its own fleet's vehicles only."""
@@ -153,7 +152,7 @@ def make_app(
     @app.get("/records")
     def records(
         token: Caller,
-        vehicle: Annotated[str, Query(pattern=VEHICLE_PATTERN)],
+        vehicle: Annotated[str, Query(pattern=VEHICLE_ID_PATTERN)],
         since: str,
         until: str | None = None,
     ) -> StreamingResponse:

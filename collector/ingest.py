@@ -18,7 +18,6 @@ import json
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final
@@ -29,7 +28,7 @@ from collector.config import BrokerConfig
 from collector.intake import Prepared, prepare
 from collector.store import Store, StoreError
 from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, make_client
-from protocols.records import ms_to_ts
+from protocols.records import ms_to_ts, now_ms
 from protocols.uplink import (
     MAX_PAYLOAD_BYTES,
     TOPIC_ROOT,
@@ -48,11 +47,6 @@ STATUS_SUBSCRIPTION: Final = f"{TOPIC_ROOT}/+/status"
 QUEUE_DEPTH: Final = 16
 #: At most this many queued batches are committed in one transaction (a group commit).
 GROUP: Final = 8
-
-
-def now_ms() -> int:
-    """The collector's clock in ms since the epoch (arrival times only, never event time)."""
-    return time.time_ns() // 1_000_000
 
 
 @dataclass

@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
+from protocols.records import VEHICLE_ID_PATTERN
+
 SERVICES = ("rodoviario", "executivo", "leito", "suburbano", "semiurbano", "urbano")
 POINT_KINDS = ("terminal", "secao", "parada", "apoio")
 
@@ -83,7 +85,7 @@ class Line(_Model):
 class Vehicle(_Model):
     """A bus: its plate, seats and capacity (seats plus allowed standing places)."""
 
-    id: str = Field(min_length=1)
+    id: str = Field(pattern=VEHICLE_ID_PATTERN)
     seats: int = Field(gt=0)
     capacity: int | None = Field(default=None, gt=0)
     #: Who may see the vehicle through the API (an ``operador`` token of this operator).

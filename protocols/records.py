@@ -1,16 +1,20 @@
-"""The canonical record (../shared/design/contract.md): kinds, fields, timestamps, validation.
+"""The record (docs/records.md): kinds, fields, vehicle ids, timestamps, validation.
 
 A record is a plain ``dict`` (JSON object) so that decoders, the agent's buffer, MQTT payloads,
 the collector and the rules engine all pass the same thing around without conversion. This module
-is the single place that knows which kinds and fields exist and how timestamps are written.
+is the single place that knows which kinds and fields exist, what a vehicle id is, how timestamps
+are parsed and written, and what a valid record is. Its canonical byte form (what the chain
+hashes) is ``protocols/canonical.py``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import math
+import re
+import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Final
 
 from protocols.registry import DeviceValues
@@ -53,21 +57,115 @@ COMMON_FIELDS: Final = ("vehicle", "ts", "kind", "agent", "seq", "device_seq", "
 
 
 class RecordError(ValueError):
-    """A record that does not follow the contract; the message says which field and why."""
+    """A record that does not follow the format; the message says which field and why."""
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# --- vehicle ids ------------------------------------------------------------------------------
+
+#: A vehicle id (the fleet's id for a bus, its plate): 1–64 ASCII letters, digits, ``_``, ``.``
+#: or ``-``, starting with a letter or digit — safe as an MQTT topic level, a file name and a URL
+#: path segment. The one pattern the agent's configuration, the registry, records, topics and the
+#: HTTP API all check (docs/records.md).
+VEHICLE_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_VEHICLE_ID: Final = re.compile(VEHICLE_ID_PATTERN)
+
+
+def is_vehicle_id(value: object) -> bool:
+    """True if ``value`` is a string that matches :data:`VEHICLE_ID_PATTERN` (whole string)."""
+    return type(value) is str and _VEHICLE_ID.fullmatch(value) is not None
+
+
+#: Memos of the vehicle ids, canonical timestamps and their minutes seen valid by the hot path
+#: (a fleet has few vehicles, and its records share each second's timestamp). Plain dicts read
+#: inline (an lru_cache wrapper call per field cost a fifth more per record), emptied when they
+#: reach _MEMO_MAX entries; safe across threads (single dict operations).
+_VEHICLE_MEMO: Final[dict[str, bool]] = {}
+_TS_MEMO: Final[dict[str, int]] = {}
+_MINUTE_MEMO: Final[dict[str, int]] = {}
+_MEMO_MAX: Final = 4096
+
+
+def _memo(memo: dict[str, Any], key: str, value: Any) -> Any:
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[key] = value
+    return value
+
+
+# --- timestamps -------------------------------------------------------------------------------
+
+#: Largest integer a record may carry: JSON numbers are IEEE doubles (RFC 8785, I-JSON), so
+#: larger integers cannot be written canonically.
+MAX_SAFE_INT: Final = (1 << 53) - 1
+_DAY_MS: Final = 86_400_000
+_EPOCH_ORDINAL: Final = date(1970, 1, 1).toordinal()
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+#: The canonical form is ``YYYY-MM-DDTHH:MM:SS.sssZ`` (ASCII digits only); this is its minute.
+_CANONICAL_MINUTE: Final = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):", re.ASCII)
+
+
+@functools.lru_cache(maxsize=1024)
+def _date_prefix(day: int) -> str:
+    """``YYYY-MM-DDT`` of a day counted from 1970-01-01 (cached: records share few days)."""
+    return date.fromordinal(day + _EPOCH_ORDINAL).isoformat() + "T"
 
 
 def ms_to_ts(ms: int) -> str:
-    """Milliseconds since the Unix epoch (UTC) → RFC 3339 with milliseconds and ``Z``."""
-    seconds, millis = divmod(int(ms), 1000)
-    dt = datetime.fromtimestamp(seconds, tz=UTC)
-    return f"{dt:%Y-%m-%dT%H:%M:%S}.{millis:03d}Z"
+    """Milliseconds since the Unix epoch (UTC) → ``YYYY-MM-DDTHH:MM:SS.sssZ``.
+
+    The one formatter of record times; ValueError outside years 1–9999.
+    """
+    day, in_day = divmod(int(ms), _DAY_MS)
+    seconds, millis = divmod(in_day, 1000)
+    minutes, second = divmod(seconds, 60)
+    hour, minute = divmod(minutes, 60)
+    return f"{_date_prefix(day)}{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
+
+
+def _parse_canonical_ts(ts: str) -> int | None:
+    """ms of a timestamp in the canonical form, else None. The minute's start is remembered
+    (``_MINUTE_MEMO``): the seconds of a minute then cost two slices and two ``int``."""
+    if len(ts) != 24 or ts[19] != "." or ts[23] != "Z":
+        return None
+    second, millis = ts[17:19], ts[20:23]
+    if not (second.isascii() and second.isdigit() and millis.isascii() and millis.isdigit()
+            and second < "60"):
+        return None
+    minute_ms = _MINUTE_MEMO.get(ts[:17])
+    if minute_ms is None:
+        match = _CANONICAL_MINUTE.fullmatch(ts[:17])
+        if match is None:
+            return None
+        year, month, day, hour, minute = map(int, match.groups())
+        if hour > 23 or minute > 59:
+            return None
+        try:
+            days = date(year, month, day).toordinal() - _EPOCH_ORDINAL
+        except ValueError:
+            return None
+        minute_ms = _memo(_MINUTE_MEMO, ts[:17], ((days * 24 + hour) * 60 + minute) * 60_000)
+    return minute_ms + int(second) * 1000 + int(millis)
+
+
+def _canonical_ts_ms(ts: str) -> int | None:
+    """:func:`_parse_canonical_ts`, remembered in _TS_MEMO."""
+    ms = _TS_MEMO.get(ts)
+    if ms is None:
+        ms = _parse_canonical_ts(ts)
+        if ms is not None:
+            _memo(_TS_MEMO, ts, ms)
+    return ms
 
 
 def ts_to_ms(ts: str) -> int:
-    """RFC 3339 (any offset, any fraction) → milliseconds since the Unix epoch; RecordError if bad."""
+    """RFC 3339 (any offset, any fraction) → milliseconds since the Unix epoch; RecordError if bad.
+
+    The one parser of record times. Fractions below the millisecond are truncated.
+    """
+    if type(ts) is str and len(ts) == 24:
+        ms = _canonical_ts_ms(ts)
+        if ms is not None:
+            return ms
     if not isinstance(ts, str) or len(ts) < 19:
         raise RecordError(f"ts: {ts!r} is not an RFC 3339 timestamp")
     text = ts.strip()
@@ -83,9 +181,10 @@ def ts_to_ms(ts: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
-def now_ts() -> str:
-    """The host's wall clock as a record timestamp (only for the agent's own estimates)."""
-    return ms_to_ts(int(datetime.now(tz=UTC).timestamp() * 1000))
+def now_ms() -> int:
+    """The host's wall clock in ms since the epoch: the one place a process reads it (record
+    times come from devices; this is for arrival times, "now" of deadlines and diagnostics)."""
+    return time.time_ns() // 1_000_000
 
 
 def make_record(kind: str, vehicle: str, ts: str, **fields: Any) -> Record:
@@ -103,19 +202,11 @@ def _need(rec: Mapping[str, Any], key: str) -> Any:
     return rec[key]
 
 
-def _is_number(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(float(value))
-    )
-
-
 def _check_number(rec: Mapping[str, Any], key: str, lo: float, hi: float, *, optional: bool) -> None:
     if optional and rec.get(key) is None:
         return
     value = _need(rec, key)
-    if not _is_number(value) or not lo <= float(value) <= hi:
+    if not _number_in(value, lo, hi):
         raise RecordError(f"{rec.get('kind')} record: {key}={value!r} is not a number in [{lo}, {hi}]")
 
 
@@ -123,8 +214,10 @@ def _check_int(rec: Mapping[str, Any], key: str, lo: int, *, optional: bool) -> 
     if optional and rec.get(key) is None:
         return
     value = _need(rec, key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo:
-        raise RecordError(f"{rec.get('kind')} record: {key}={value!r} is not an integer >= {lo}")
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= MAX_SAFE_INT:
+        raise RecordError(
+            f"{rec.get('kind')} record: {key}={value!r} is not an integer in [{lo}, {MAX_SAFE_INT}]"
+        )
 
 
 def _check_bool(rec: Mapping[str, Any], key: str, *, optional: bool) -> None:
@@ -153,15 +246,104 @@ def _check_str(rec: Mapping[str, Any], key: str, *, optional: bool, nullable: bo
         raise RecordError(f"{rec.get('kind')} record: {key}={value!r} is not a non-empty string")
 
 
+def _number_in(value: Any, lo: float, hi: float) -> bool:
+    # type() rather than isinstance: bool is an int; NaN fails the comparison
+    return (type(value) is float or type(value) is int) and lo <= value <= hi
+
+
+def _fast_ts_ms(rec: dict[str, Any]) -> int | None:
+    """ts in ms of a common speed or position record that passes every check of the full
+    validation; None when it has anything unusual (the full path then decides). Written inline,
+    without a call per field: it runs for nearly every record ``frota check`` reads."""
+    get = rec.get
+    vehicle = get("vehicle")
+    if type(vehicle) is not str or "raw" in rec:
+        return None
+    if vehicle not in _VEHICLE_MEMO:
+        if not is_vehicle_id(vehicle):
+            return None
+        _memo(_VEHICLE_MEMO, vehicle, True)
+    if "seq" in rec or "agent" in rec:
+        agent = get("agent")
+        seq = get("seq")
+        if type(agent) is not str or not agent or type(seq) is not int \
+                or not 1 <= seq <= MAX_SAFE_INT:
+            return None
+    device_seq = get("device_seq")
+    if device_seq is not None and (type(device_seq) is not int
+                                   or not 0 <= device_seq <= MAX_SAFE_INT):
+        return None
+    kind = get("kind")
+    # type() rather than isinstance: bool is an int; NaN fails every comparison
+    if kind == "speed":
+        kmh = get("kmh")
+        if not ((type(kmh) is float or type(kmh) is int) and 0 <= kmh <= 400):
+            return None
+        odometer = get("odometer_m")
+        if odometer is not None and (type(odometer) is not int
+                                     or not 0 <= odometer <= MAX_SAFE_INT):
+            return None
+        ignition = get("ignition")
+        if ignition is not None and type(ignition) is not bool:
+            return None
+    elif kind == "position":
+        lat = get("lat")
+        lon = get("lon")
+        if not ((type(lat) is float or type(lat) is int) and -90 <= lat <= 90
+                and (type(lon) is float or type(lon) is int) and -180 <= lon <= 180):
+            return None
+        kmh = get("kmh")
+        if kmh is not None and not ((type(kmh) is float or type(kmh) is int)
+                                    and 0 <= kmh <= 2000):
+            return None
+        course = get("course")
+        if course is not None and not ((type(course) is float or type(course) is int)
+                                       and 0 <= course <= 360):
+            return None
+    else:
+        return None
+    ts = get("ts")
+    if type(ts) is not str:
+        return None
+    ms = _TS_MEMO.get(ts)
+    return _canonical_ts_ms(ts) if ms is None and len(ts) == 24 else ms
+
+
+def validated_ts_ms(rec: Any) -> int:
+    """Check a record against the format (docs/records.md); return its ``ts`` in ms.
+
+    The one record validator. Speed and position records, nearly all of a bus's records, are
+    checked inline first (one pass, no call per field); anything unusual about them, and every
+    other kind, goes through the full checks, which accept it or raise RecordError naming the
+    field. The inline pass only accepts what the full checks accept (tested).
+    """
+    if type(rec) is dict:
+        ms = _fast_ts_ms(rec)
+        if ms is not None:
+            return ms
+    return _full_check(rec)
+
+
 def validate(rec: Any) -> Record:
-    """Check a record against the contract and return it; raise RecordError naming the field."""
+    """Check a record against the format and return it; raise RecordError naming the field."""
+    validated_ts_ms(rec)
+    checked: Record = rec
+    return checked
+
+
+def _full_check(rec: Any) -> int:
     if not isinstance(rec, dict):
         raise RecordError(f"a record is a JSON object, not {type(rec).__name__}")
     kind = rec.get("kind")
     if kind not in KINDS:
         raise RecordError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
-    _check_str(rec, "vehicle", optional=False)
-    ts_to_ms(_need(rec, "ts"))
+    vehicle = _need(rec, "vehicle")
+    if not is_vehicle_id(vehicle):
+        raise RecordError(
+            f"{kind} record: vehicle={vehicle!r} is not a vehicle id (1-64 letters, digits, "
+            "'_', '.' or '-', starting with a letter or digit)"
+        )
+    ts_ms = ts_to_ms(_need(rec, "ts"))
     if "agent" in rec or "seq" in rec:
         _check_str(rec, "agent", optional=False)
         _check_int(rec, "seq", 1, optional=False)
@@ -175,7 +357,7 @@ def validate(rec: Any) -> Record:
         except ValueError as err:
             raise RecordError(f"{kind} record: raw is not a hex string") from err
     _VALIDATORS[kind](rec)
-    return rec
+    return ts_ms
 
 
 def _speed(rec: Mapping[str, Any]) -> None:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import zstandard
 
-from protocols.records import Record, RecordError, validate
+from protocols.records import Record, RecordError, is_vehicle_id, validate
 
 #: Version of every uplink payload (batch, ack, status). Bump it, and note it in CHANGELOG.md,
 #: whenever a payload changes meaning.
@@ -77,7 +77,7 @@ def mask_url(value: str) -> str:
 def vehicle_of_topic(topic: str) -> str | None:
     """The vehicle id in a ``frota/v1/<vehicle>/<leaf>`` topic, or None."""
     parts = topic.split("/")
-    if len(parts) != 4 or f"{parts[0]}/{parts[1]}" != TOPIC_ROOT or not parts[2]:
+    if len(parts) != 4 or f"{parts[0]}/{parts[1]}" != TOPIC_ROOT or not is_vehicle_id(parts[2]):
         return None
     return parts[2]
 

@@ -1,10 +1,25 @@
-"""The canonical record: timestamps and validation (contract.md)."""
+"""The record: timestamps, vehicle ids and validation (docs/records.md)."""
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime, timedelta
 
-from protocols.records import RecordError, make_record, ms_to_ts, ts_to_ms, validate
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from protocols.records import (
+    MAX_SAFE_INT,
+    RecordError,
+    _fast_ts_ms,
+    _full_check,
+    is_vehicle_id,
+    make_record,
+    ms_to_ts,
+    ts_to_ms,
+    validate,
+    validated_ts_ms,
+)
 
 
 def test_ts_roundtrip_known_value() -> None:
@@ -56,3 +71,114 @@ def test_validate_accepts_each_kind() -> None:
 def test_validate_names_the_bad_field(rec: object, message: str) -> None:
     with pytest.raises(RecordError, match=message):
         validate(rec)
+
+
+# --- timestamps: one parser, one formatter ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ts", "ms"),
+    [
+        ("1970-01-01T00:00:00.000Z", 0),
+        # 2000-03-01T00:00:00Z is 11017 days after 1970-01-01 (30 years, 7 of them leap:
+        # 10957 days to 2000-01-01, then 31 + 29): 11017 * 86,400,000 - 1 ms.
+        ("2000-02-29T23:59:59.999Z", 951_868_799_999),
+        ("2000-03-01T00:00:00.000+00:00", 951_868_800_000),
+        ("2000-02-29T21:00:00-03:00", 951_868_800_000),
+        ("2000-02-29T21:00:00.0009-03:00", 951_868_800_000),  # below the ms: truncated
+    ],
+)
+def test_ts_to_ms_by_hand(ts: str, ms: int) -> None:
+    assert ts_to_ms(ts) == ms
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        "2026-02-29T00:00:00.000Z",  # 2026 is not a leap year
+        "2026-03-02T24:00:00.000Z",
+        "2026-03-02T14:60:00.000Z",
+        "2026-03-02T14:10:60.000Z",  # no leap seconds
+        "２026-03-02T14:10:00.000Z",  # a full-width digit
+        "2026-03-02T14:10:00.000",
+    ],
+)
+def test_canonical_looking_but_invalid_ts_is_refused(ts: str) -> None:
+    with pytest.raises(RecordError, match="ts"):
+        ts_to_ms(ts)
+
+
+def test_ms_to_ts_by_hand() -> None:
+    assert ms_to_ts(0) == "1970-01-01T00:00:00.000Z"
+    assert ms_to_ts(951_868_799_999) == "2000-02-29T23:59:59.999Z"
+    assert ms_to_ts(-1) == "1969-12-31T23:59:59.999Z"
+    assert ms_to_ts(253_402_300_799_999) == "9999-12-31T23:59:59.999Z"
+
+
+@given(st.integers(-62_135_596_800_000, 253_402_300_799_999))
+def test_ms_to_ts_is_the_datetime_rendering_and_ts_to_ms_inverts_it(ms: int) -> None:
+    dt = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    assert ms_to_ts(ms) == dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert ts_to_ms(ms_to_ts(ms)) == ms
+
+
+# --- vehicle ids ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vehicle", ["ABC1D23", "a", "9.b-c_d", "X" * 64])
+def test_vehicle_ids(vehicle: str) -> None:
+    assert is_vehicle_id(vehicle)
+    validate({"vehicle": vehicle, "ts": "2026-03-02T14:10:00Z", "kind": "speed", "kmh": 1})
+
+
+@pytest.mark.parametrize(
+    "vehicle", ["", ".", "..", "-x", "_x", "a/b", "a b", "a+", "a#", "ABC\n", "X" * 65, "çà", 7]
+)
+def test_not_vehicle_ids(vehicle: object) -> None:
+    assert not is_vehicle_id(vehicle)
+    with pytest.raises(RecordError, match="vehicle"):
+        validate({"vehicle": vehicle, "ts": "2026-03-02T14:10:00Z", "kind": "speed", "kmh": 1})
+
+
+def test_integers_are_bounded_by_what_a_json_number_holds_exactly() -> None:
+    rec = {"vehicle": "V", "ts": "2026-03-02T14:10:00Z", "kind": "speed", "kmh": 1, "agent": "a"}
+    validate({**rec, "seq": MAX_SAFE_INT, "device_seq": MAX_SAFE_INT, "odometer_m": MAX_SAFE_INT})
+    for key in ("seq", "device_seq", "odometer_m"):
+        with pytest.raises(RecordError, match=key):
+            validate({**rec, "seq": 1, key: MAX_SAFE_INT + 1})
+
+
+# --- one validator: the inline pass never accepts what the full checks refuse -------------------
+
+_VALUES = st.one_of(
+    st.none(), st.booleans(), st.integers(-5, 5), st.integers(MAX_SAFE_INT - 1, MAX_SAFE_INT + 1),
+    st.floats(-500, 2500), st.sampled_from([float("nan"), float("inf"), -0.0, 400.0, 400.01]),
+    st.text(max_size=3), st.sampled_from(["2026-03-02T14:10:00.000Z", "2026-03-02T14:10:00Z",
+                                          "2026-13-02T14:10:00.000Z", "V", "0a", "zz"]),
+)
+_KEYS = st.sampled_from(["vehicle", "ts", "kind", "agent", "seq", "device_seq", "raw", "kmh",
+                         "odometer_m", "ignition", "lat", "lon", "course"])
+
+
+@given(
+    kind=st.sampled_from(["speed", "position"]),
+    changes=st.dictionaries(_KEYS, _VALUES, max_size=3),
+    drop=st.lists(_KEYS, max_size=2),
+)
+def test_the_inline_pass_agrees_with_the_full_checks(
+    kind: str, changes: dict[str, object], drop: list[str]
+) -> None:
+    rec: dict[str, object] = {"vehicle": "ABC1D23", "ts": "2026-03-02T14:10:00.000Z",
+                              "kind": kind, "agent": "a1", "seq": 5}
+    rec.update({"kmh": 50.5, "odometer_m": 10} if kind == "speed" else {"lat": -23.5, "lon": -46.6})
+    rec.update(changes)
+    for key in drop:
+        rec.pop(key, None)
+    fast = _fast_ts_ms(rec)
+    try:
+        full: int | None = _full_check(rec)
+    except RecordError:
+        full = None
+    if fast is not None:
+        assert fast == full, rec
+    assert validated_ts_ms(rec) == full if full is not None else True

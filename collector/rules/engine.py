@@ -38,8 +38,7 @@ from collector.rules.finding import Finding, sort_key
 from collector.rules.pipeline import RULES, Pipeline, RuleType
 from collector.rules.profile import Profile
 from collector.rules.rule import Found, RuleContext
-from collector.rules.timeutil import fast_ts_ms
-from protocols.records import Record
+from protocols.records import Record, ts_to_ms
 
 #: a queued record: (ms, vehicle, seq, agent, arrival number, record)
 Item = tuple[int, str, int, str, int, Record]
@@ -97,7 +96,7 @@ class Engine:
     def add(self, records: Iterable[Record]) -> None:
         """Queue records (validated canonical records, any order)."""
         for rec in records:
-            self.add_one(fast_ts_ms(rec["ts"]), rec)
+            self.add_one(ts_to_ms(rec["ts"]), rec)
 
     def add_one(self, ms: int, rec: Record) -> None:
         """Queue one record whose ``ts`` is already parsed to ms."""

@@ -21,9 +21,8 @@ from collector.registry import load as load_registry
 from collector.rules.engine import Engine, LateRecordError
 from collector.rules.intake import parse_line
 from collector.rules.profile import Profile, ProfileError, builtin_names, load_profiles
-from collector.rules.timeutil import fast_ts_ms
 from frota.errors import UserError
-from protocols.records import RecordError, dumps
+from protocols.records import RecordError, dumps, ts_to_ms
 
 FLUSH_EVERY = 8192
 
@@ -117,7 +116,7 @@ def check(registry_path: str, profile: str, records_path: Path,
     as_of: int | None = None
     if as_of_ts is not None:
         try:
-            as_of = fast_ts_ms(as_of_ts)
+            as_of = ts_to_ms(as_of_ts)
         except RecordError:
             raise UserError(f"--as-of {as_of_ts!r} is not an RFC 3339 timestamp") from None
     engine = Engine(registry, profiles, default, retain=False)

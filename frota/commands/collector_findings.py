@@ -100,8 +100,8 @@ def _open(args: argparse.Namespace) -> tuple[Any, Any]:
 
 def run_enter(args: argparse.Namespace) -> int:
     """Store the operator's record and print it as stored."""
-    from collector.findings import now_ms
     from collector.store import StoreError
+    from protocols.records import now_ms
 
     rec: dict[str, Any] = {"vehicle": args.vehicle, "ts": _canonical_ts("--ts", args.ts),
                            "kind": args.entry}

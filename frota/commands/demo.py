@@ -300,8 +300,7 @@ class Demo:
 
     def where_to_look(self, summary: VehicleSummary) -> None:
         """Where the database and the configurations are, and the commands to look at them."""
-        from collector.findings import now_ms
-        from protocols.records import ms_to_ts
+        from protocols.records import ms_to_ts, now_ms
 
         db, reg = _shown(self.database), _shown(self.registry)
         since = ms_to_ts(summary.first_ms) if summary.first_ms is not None else "2000-01-01T00:00:00Z"

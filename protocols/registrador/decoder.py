@@ -47,24 +47,6 @@ _DEVICE_CLOCKED: Final = f.RECORDED_TYPES | {f.HISTORY_RECORD, f.HISTORY_END}
 MAX_CLOCK_MS: Final = 253_402_300_799_999
 MAX_SPEED: Final = 40_000  # 400.00 km/h, the contract's ceiling
 
-_DAY_MS: Final = 86_400_000
-_dates: dict[int, str] = {}
-
-
-def fast_ts(ms: int) -> str:
-    """``records.ms_to_ts`` for the hot path: the date part cached per day (tested equal)."""
-    day, in_day = divmod(ms, _DAY_MS)
-    date = _dates.get(day)
-    if date is None:
-        if len(_dates) > 4096:
-            _dates.clear()
-        date = _dates[day] = ms_to_ts(day * _DAY_MS)[:11]
-    seconds, millis = divmod(in_day, 1000)
-    minutes, second = divmod(seconds, 60)
-    hour, minute = divmod(minutes, 60)
-    return f"{date}{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
-
-
 SlotState = tuple[str | None, str]
 #: (slot 1, slot 2, level flags) after a frame.
 State = tuple[SlotState, SlotState, int]
@@ -205,7 +187,7 @@ class RegistradorDecoder:
         self._states[seq] = state
 
     def _base(self, frame: RawFrame) -> Record:
-        return {"vehicle": self.vehicle, "ts": fast_ts(frame.clock_ms)}
+        return {"vehicle": self.vehicle, "ts": ms_to_ts(frame.clock_ms)}
 
     def _finish(self, rec: Record, frame: RawFrame) -> Record:
         rec["device_seq"] = frame.seq
@@ -214,7 +196,7 @@ class RegistradorDecoder:
 
     def _status(self, frame: RawFrame, out: list[Record]) -> None:
         speed, odometer, flags, card1, act1, card2, act2 = _STATUS.unpack_from(frame.payload)
-        ts = fast_ts(frame.clock_ms)
+        ts = ms_to_ts(frame.clock_ms)
         raw = frame.raw.hex()
         seq = frame.seq
         vehicle = self.vehicle

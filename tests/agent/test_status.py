@@ -50,7 +50,7 @@ def test_status_shows_backlog_ack_devices_and_disk(tmp_path: Path) -> None:
     status = json.loads(done.stdout)
     assert status["agent"] == agent
     assert (status["backlog"], status["stored"], status["rejected"]) == (5, 7, 1)  # 9-13; 1-7; 8
-    assert status["backlog_oldest_ts"] == "2026-03-02T14:00:08Z"  # seq 9 = speed(8): T0 + 8 s
+    assert status["backlog_oldest_ts"] == "2026-03-02T14:00:08.000Z"  # seq 9 = speed(8): T0 + 8 s
     assert status["last_seq"] == 13
     assert status["last_ack"] is not None
     assert status["disk_free_bytes"] > 0

@@ -18,7 +18,7 @@ import pytest
 
 from collector import findings as live
 from collector.store import open_store
-from protocols.records import Record, ms_to_ts
+from protocols.records import Record, ms_to_ts, now_ms
 from protocols.uplink import PAYLOAD_SCHEMA
 from simulators.scenario import shipped
 from simulators.scenario.load import load
@@ -86,7 +86,7 @@ def _settled(proc: CollectorProcess, total: int) -> int:
         while store.count() < total:
             assert time.monotonic() < deadline, f"{store.count()} of {total} stored"
             time.sleep(0.2)
-        stored_at = live.now_ms()
+        stored_at = now_ms()
         while True:
             _, as_of = live.load(store)
             if as_of is not None and as_of > stored_at:

@@ -9,7 +9,6 @@ from construct import ConstructError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from protocols.records import ms_to_ts
 from protocols.registrador import (
     Slot,
     encode_device_event,
@@ -19,7 +18,7 @@ from protocols.registrador import (
     encode_trip,
 )
 from protocols.registrador import frames as f
-from protocols.registrador.decoder import MAX_CLOCK_MS, fast_ts
+from protocols.registrador.decoder import MAX_CLOCK_MS
 from protocols.registrador.flat import flatten
 from tests.protocols.registrador_vectors import decode, seqs
 
@@ -195,8 +194,3 @@ def test_fast_layout_equals_construct(
         parsed.slot2.card.encode("ascii"), parsed.slot2.activity,
     ]
     assert values == reference
-
-
-@given(ms=st.integers(0, MAX_CLOCK_MS))
-def test_fast_timestamps_equal_the_records_module(ms: int) -> None:
-    assert fast_ts(ms) == ms_to_ts(ms)

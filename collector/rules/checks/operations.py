@@ -43,8 +43,7 @@ from collector.rules.params import (
     StandingParams,
 )
 from collector.rules.rule import RuleBase, RuleContext
-from collector.rules.timeutil import fast_ts_ms
-from protocols.records import Record, RecordError, ms_to_ts
+from protocols.records import Record, RecordError, ms_to_ts, ts_to_ms
 
 FORCE_MAJEURE = ("force_majeure", "road_blocked")
 ACCIDENTS = ("accident", "accident_victims")
@@ -76,7 +75,7 @@ def _ms(ts: Any) -> int | None:
     if not isinstance(ts, str):
         return None
     try:
-        return fast_ts_ms(ts)
+        return ts_to_ms(ts)
     except RecordError:
         return None
 
