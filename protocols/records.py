@@ -1,22 +1,27 @@
-"""The record (docs/records.md): kinds, fields, vehicle ids, timestamps, validation.
+"""The record (docs/records.md): kinds, fields, validation.
 
 A record is a plain ``dict`` (JSON object) so that decoders, the agent's buffer, MQTT payloads,
 the collector and the rules engine all pass the same thing around without conversion. This module
-is the single place that knows which kinds and fields exist, what a vehicle id is, how timestamps
-are parsed and written, and what a valid record is. Its canonical byte form (what the chain
-hashes) is ``protocols/canonical.py``.
+is the single place that knows which kinds and fields exist and what a valid record is; the
+formats of its scalar fields (vehicle ids, timestamps, integers) are ``protocols/fields.py``,
+re-exported here; its canonical byte form (what the chain hashes) is ``protocols/canonical.py``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import re
-import time
 from collections.abc import Mapping, Sequence
-from datetime import UTC, date, datetime
 from typing import Any, Final
 
+# The field formats, re-exported: callers import them from here with the record.
+from protocols.fields import _TS_MEMO, _VEHICLE_MEMO, _canonical_ts_ms, _memo
+from protocols.fields import MAX_SAFE_INT as MAX_SAFE_INT
+from protocols.fields import VEHICLE_ID_PATTERN as VEHICLE_ID_PATTERN
+from protocols.fields import RecordError as RecordError
+from protocols.fields import is_vehicle_id as is_vehicle_id
+from protocols.fields import ms_to_ts as ms_to_ts
+from protocols.fields import now_ms as now_ms
+from protocols.fields import ts_to_ms as ts_to_ms
 from protocols.registry import DeviceValues
 
 #: Version of the record schema carried in payload, file and bundle headers (not per record).
@@ -54,137 +59,6 @@ DEVICE_STATUSES: Final = (
 TRIP_EVENTS: Final = ("start", "end")
 
 COMMON_FIELDS: Final = ("vehicle", "ts", "kind", "agent", "seq", "device_seq", "raw")
-
-
-class RecordError(ValueError):
-    """A record that does not follow the format; the message says which field and why."""
-
-
-# --- vehicle ids ------------------------------------------------------------------------------
-
-#: A vehicle id (the fleet's id for a bus, its plate): 1–64 ASCII letters, digits, ``_``, ``.``
-#: or ``-``, starting with a letter or digit — safe as an MQTT topic level, a file name and a URL
-#: path segment. The one pattern the agent's configuration, the registry, records, topics and the
-#: HTTP API all check (docs/records.md).
-VEHICLE_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-_VEHICLE_ID: Final = re.compile(VEHICLE_ID_PATTERN)
-
-
-def is_vehicle_id(value: object) -> bool:
-    """True if ``value`` is a string that matches :data:`VEHICLE_ID_PATTERN` (whole string)."""
-    return type(value) is str and _VEHICLE_ID.fullmatch(value) is not None
-
-
-#: Memos of the vehicle ids, canonical timestamps and their minutes seen valid by the hot path
-#: (a fleet has few vehicles, and its records share each second's timestamp). Plain dicts read
-#: inline (an lru_cache wrapper call per field cost a fifth more per record), emptied when they
-#: reach _MEMO_MAX entries; safe across threads (single dict operations).
-_VEHICLE_MEMO: Final[dict[str, bool]] = {}
-_TS_MEMO: Final[dict[str, int]] = {}
-_MINUTE_MEMO: Final[dict[str, int]] = {}
-_MEMO_MAX: Final = 4096
-
-
-def _memo(memo: dict[str, Any], key: str, value: Any) -> Any:
-    if len(memo) >= _MEMO_MAX:
-        memo.clear()
-    memo[key] = value
-    return value
-
-
-# --- timestamps -------------------------------------------------------------------------------
-
-#: Largest integer a record may carry: JSON numbers are IEEE doubles (RFC 8785, I-JSON), so
-#: larger integers cannot be written canonically.
-MAX_SAFE_INT: Final = (1 << 53) - 1
-_DAY_MS: Final = 86_400_000
-_EPOCH_ORDINAL: Final = date(1970, 1, 1).toordinal()
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-#: The canonical form is ``YYYY-MM-DDTHH:MM:SS.sssZ`` (ASCII digits only); this is its minute.
-_CANONICAL_MINUTE: Final = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):", re.ASCII)
-
-
-@functools.lru_cache(maxsize=1024)
-def _date_prefix(day: int) -> str:
-    """``YYYY-MM-DDT`` of a day counted from 1970-01-01 (cached: records share few days)."""
-    return date.fromordinal(day + _EPOCH_ORDINAL).isoformat() + "T"
-
-
-def ms_to_ts(ms: int) -> str:
-    """Milliseconds since the Unix epoch (UTC) → ``YYYY-MM-DDTHH:MM:SS.sssZ``.
-
-    The one formatter of record times; ValueError outside years 1–9999.
-    """
-    day, in_day = divmod(int(ms), _DAY_MS)
-    seconds, millis = divmod(in_day, 1000)
-    minutes, second = divmod(seconds, 60)
-    hour, minute = divmod(minutes, 60)
-    return f"{_date_prefix(day)}{hour:02d}:{minute:02d}:{second:02d}.{millis:03d}Z"
-
-
-def _parse_canonical_ts(ts: str) -> int | None:
-    """ms of a timestamp in the canonical form, else None. The minute's start is remembered
-    (``_MINUTE_MEMO``): the seconds of a minute then cost two slices and two ``int``."""
-    if len(ts) != 24 or ts[19] != "." or ts[23] != "Z":
-        return None
-    second, millis = ts[17:19], ts[20:23]
-    if not (second.isascii() and second.isdigit() and millis.isascii() and millis.isdigit()
-            and second < "60"):
-        return None
-    minute_ms = _MINUTE_MEMO.get(ts[:17])
-    if minute_ms is None:
-        match = _CANONICAL_MINUTE.fullmatch(ts[:17])
-        if match is None:
-            return None
-        year, month, day, hour, minute = map(int, match.groups())
-        if hour > 23 or minute > 59:
-            return None
-        try:
-            days = date(year, month, day).toordinal() - _EPOCH_ORDINAL
-        except ValueError:
-            return None
-        minute_ms = _memo(_MINUTE_MEMO, ts[:17], ((days * 24 + hour) * 60 + minute) * 60_000)
-    return minute_ms + int(second) * 1000 + int(millis)
-
-
-def _canonical_ts_ms(ts: str) -> int | None:
-    """:func:`_parse_canonical_ts`, remembered in _TS_MEMO."""
-    ms = _TS_MEMO.get(ts)
-    if ms is None:
-        ms = _parse_canonical_ts(ts)
-        if ms is not None:
-            _memo(_TS_MEMO, ts, ms)
-    return ms
-
-
-def ts_to_ms(ts: str) -> int:
-    """RFC 3339 (any offset, any fraction) → milliseconds since the Unix epoch; RecordError if bad.
-
-    The one parser of record times. Fractions below the millisecond are truncated.
-    """
-    if type(ts) is str and len(ts) == 24:
-        ms = _canonical_ts_ms(ts)
-        if ms is not None:
-            return ms
-    if not isinstance(ts, str) or len(ts) < 19:
-        raise RecordError(f"ts: {ts!r} is not an RFC 3339 timestamp")
-    text = ts.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError as err:
-        raise RecordError(f"ts: {ts!r} is not an RFC 3339 timestamp") from err
-    if dt.tzinfo is None:
-        raise RecordError(f"ts: {ts!r} has no UTC offset")
-    delta = dt - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
-
-
-def now_ms() -> int:
-    """The host's wall clock in ms since the epoch: the one place a process reads it (record
-    times come from devices; this is for arrival times, "now" of deadlines and diagnostics)."""
-    return time.time_ns() // 1_000_000
 
 
 def make_record(kind: str, vehicle: str, ts: str, **fields: Any) -> Record:
