@@ -1,7 +1,7 @@
 """Watches the Pi's own clock: a step (NTP correcting a Pi that booted with no RTC, someone setting
 the date) and a clock far from the devices' time are recorded as ``device`` records
 (``device: agent``, ``status: clock_jump``). Record times never come from this clock anyway
-(contract.md: device time, or the time keeper's estimate); this only tells the operator.
+(docs/records.md: device time, or the time keeper's estimate); this only tells the operator.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The agent's best estimate of event time for records from devices without a clock.
 
-contract.md: door counters' and the agent's own records get the latest *device* time (registrador
+docs/records.md: door counters' and the agent's own records get the latest *device* time (registrador
 or GPS) plus the monotonic time elapsed since that device time was received. The Pi's wall clock
 is used only before any device time has been seen, and the record then says so in its ``detail``
 (or the caller marks it). Thread-safe: every source observes and reads it.

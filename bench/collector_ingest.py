@@ -3,11 +3,12 @@
     python -m bench.collector_ingest [--records 100000] [--batch 100]
 
 The batches are queued in the broker for a persistent session first (``mosquitto_pub -l``, one
-JSON payload per line, fewer than 65,535 messages: see ../shared/design/facts.md), then the
+JSON payload per line, fewer than 65,535 messages: Mosquitto 2.0.11's ``mosquitto_pub -l`` at QoS 1 loses
+messages past 65,535 lines in one run, its message ids wrap), then the
 subscriber connects and drains them. Three subscribers drain the same backlog in the same run:
 
 - ``floor``: a bare paho subscriber that json-decodes each batch and inserts positional tuples
-  into a plain WAL table (``synchronous=NORMAL``) in one transaction per message (facts.md's
+  into a plain WAL table (``synchronous=NORMAL``) in one transaction per message (the
   ≈157k records/s);
 - ``collector``: the collector's :class:`collector.ingest.Ingest` (decode, validate every record,
   store once with its keys and indexes, commit with ``synchronous=FULL``, publish the ack);
@@ -87,7 +88,7 @@ def _wait(done: Callable[[], bool], timeout: float = 600) -> None:
 def _floor(broker: Mosquitto, lines: Path, total: int, folder: Path) -> float:
     conn = sqlite3.connect(folder / "floor.db", isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")  # as facts.md's 157k figure
+    conn.execute("PRAGMA synchronous=NORMAL")  # the floor: WAL, NORMAL sync
     conn.execute("CREATE TABLE records (vehicle, agent, seq, ts, kind, record)")
     stored = [0]
 
@@ -190,7 +191,7 @@ def main() -> None:
     records = _records(args.records)
     batches = [records[i : i + args.batch] for i in range(0, len(records), args.batch)]
     if len(batches) >= 65_535:
-        raise SystemExit("keep the run under 65,535 messages (mosquitto_pub -l, facts.md)")
+        raise SystemExit("keep the run under 65,535 messages (mosquitto_pub -l wraps its message ids past that)")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         lines = folder / "payloads.jsonl"

@@ -7,7 +7,8 @@ and confirmed, against ``mosquitto_pub`` pushing the same batches through the sa
    frames, door counts) are captured in a fresh agent buffer (not timed).
 2. Baseline: the same records in the same batches, as JSON lines, sent by ``mosquitto_pub -l -q 1``
    to a private Mosquitto and counted by ``mosquitto_sub -C`` (fewer than 65,535 messages per run,
-   see ../shared/design/facts.md). ``-l`` needs one payload per line, so the baseline sends
+   Mosquitto 2.0.11's ``mosquitto_pub -l`` at QoS 1 loses messages past 65,535 lines in one run:
+   its message ids wrap). ``-l`` needs one payload per line, so the baseline sends
    uncompressed JSON; the agent sends zstd-compressed JSON (firmware-notes/mqtt.md).
 3. The agent's uplink (agent.uplink.Uplink, in this process) drains the buffer to ``frota collector
    run`` (a real process, SQLite with synchronous=FULL); timed until the collector has confirmed

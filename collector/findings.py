@@ -71,7 +71,7 @@ def save(store: Store, findings: list[Finding], as_of_ms: int) -> None:
 def load(store: Store, vehicle: str | None = None,
          since_ms: int | None = None) -> tuple[list[Finding], int | None]:
     """The stored findings (of a vehicle; ending at or after ``since``, or still open) in
-    contract.md's order, and the ``as_of`` they were computed for (None: never evaluated)."""
+    docs/records.md's order, and the ``as_of`` they were computed for (None: never evaluated)."""
     texts, as_of = store.findings(vehicle, since_ms)
     return sorted((orjson.loads(text) for text in texts), key=sort_key), as_of
 

@@ -1,4 +1,4 @@
-"""The fleet registry (contract.md): lines, their points and speed zones, vehicles, drivers.
+"""The fleet registry (docs/records.md): lines, their points and speed zones, vehicles, drivers.
 
 Loaded from JSON (or YAML) and validated with pydantic; every error names the entry and the field
 that is wrong. Shared by ``frota check`` and the collector.

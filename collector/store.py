@@ -13,7 +13,7 @@ Identity of a record:
   history download (under another agent ``seq``) has the same kind, device frame number and
   device timestamp, so it is stored once; ``part`` (the driver record's ``slot``, the device
   record's ``status``, the door record's ``door``) keeps apart the several records of one kind a
-  frame may carry (firmware-notes/registrador.md, "record identity"), and the device timestamp keeps a frame counter that wraps or restarts (a replaced
+  frame may carry (firmware-notes/registrador.md, "Record identity"), and the device timestamp keeps a frame counter that wraps or restarts (a replaced
   registrador) from merging two different frames.
 
 A record that collides with either key is already stored: the insert skips it and the collector

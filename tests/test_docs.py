@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import subprocess
+from pathlib import PurePosixPath
 
 import pytest
 
@@ -55,3 +58,62 @@ def test_readme_quickstart_is_two_commands_and_ci_runs_the_test_one() -> None:
     assert "test" in test
     ci = (PROJECT / ".ci" / "run").read_text()
     assert re.search(rf"^exec {re.escape(test)}$", ci, re.MULTILINE), ci
+
+
+# --- every file the code and the docs cite is in the repository -----------------------------
+
+#: The project's own design notes live outside the repository; nothing may send a reader there.
+_DESIGN_NOTES = re.compile(r"\b(?:contract|law|facts|style)\.md\b|\.\./shared/design")
+#: A cited file: a .md or .py name, or a file (name with an extension) under one of the
+#: repository's top folders (so MQTT topics like ``frota/v1/ID/up`` are not taken for paths).
+_TOP = "agent|bench|collector|docs|firmware-notes|frota|protocols|scripts|simulators|tests"
+_CITED = re.compile(
+    rf"(?<![\w/.-])((?:\.\./)*[\w.-]+(?:/[\w.-]+)*\.(?:md|py)|(?:{_TOP})/[\w./-]*\.[A-Za-z]\w*)(?![\w/-])"
+)
+#: Cited names that are not files of this repository, each with the reason.
+_NOT_OURS = {
+    "collector/rules/checks/door_opened.py": "docs/rules.md's example of a new rule to write",
+    "can/interfaces/__init__.py": "python-can's, the model protocols/registry.py follows",
+    "toy_rule.py": "written by test_rule_seam into a temporary folder",
+    "toy.md": "the toy device's note, named by the test's registry entry",
+}
+_SCANNED = (".py", ".md", ".toml", ".sh", ".service", ".rules", ".json", ".yaml", ".yml")
+
+
+def _tracked() -> list[str]:
+    out = subprocess.run(
+        ["git", "ls-files"], cwd=PROJECT, capture_output=True, text=True, check=True
+    ).stdout
+    return out.split()
+
+
+def _resolves(cited: str, citing: str, tracked: set[str], names: set[str]) -> bool:
+    if cited.startswith("../shared/corpora/"):  # test corpora, beside the repository in CI
+        return True
+    here = PurePosixPath(citing).parent
+    for candidate in (cited, os.path.normpath(str(here / cited))):
+        candidate = candidate.rstrip("/")
+        if candidate in tracked or any(t.startswith(candidate + "/") for t in tracked):
+            return True
+    return "/" not in cited and cited in names
+
+
+def test_code_and_docs_cite_only_files_in_the_repository() -> None:
+    files = _tracked()
+    tracked = set(files)
+    names = {PurePosixPath(f).name for f in files}
+    missing: list[str] = []
+    for path in files:
+        if not path.endswith(_SCANNED) and path != ".ci/run":
+            continue
+        text = (PROJECT / path).read_text(encoding="utf-8", errors="replace")
+        for number, line in enumerate(text.splitlines(), 1):
+            if _DESIGN_NOTES.search(line):
+                missing.append(f"{path}:{number}: cites a design note outside the repository")
+            if path == "CHANGELOG.md":  # history names files since removed
+                continue
+            for match in _CITED.finditer(line):
+                cited = match.group(1)
+                if cited not in _NOT_OURS and not _resolves(cited, path, tracked, names):
+                    missing.append(f"{path}:{number}: {cited}")
+    assert not missing, "cited but not in the repository:\n" + "\n".join(missing)

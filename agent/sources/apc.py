@@ -1,7 +1,7 @@
 """The door counters: an RS-485 multi-drop line the agent polls by address (it is the only master).
 
 Door sensors have no clock: every request and answer is fed to the decoder with the time
-keeper's estimate (latest device time + monotonic time since), as contract.md says.
+keeper's estimate (latest device time + monotonic time since), as docs/records.md says.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rules engine (law.md): records + fleet registry + state profiles → findings."""
+"""The rules engine (docs/rules.md): records + fleet registry + state profiles → findings."""
 
 from collector.rules.engine import Engine, LateRecordError, evaluate
 from collector.rules.profile import Profile, ProfileError, load_profiles

@@ -1,4 +1,4 @@
-"""What the engine knows about a vehicle and a trip at the current record (contract.md's interpretation).
+"""What the engine knows about a vehicle and a trip at the current record (docs/rules.md, "How records are read").
 
 Plain mutable objects with ``__slots__``: the engine updates them once per record, rules read them.
 """
@@ -169,7 +169,7 @@ def distance_m(lat1: float, lon1: float, lat2: float, lon2: float) -> float:
 
 
 def slot_activity(slot: int, declared: str, moving: bool, co_driver_available: bool) -> str:
-    """A slot's effective activity (contract.md): slot 1 moving drives; slot 2 moving is
+    """A slot's effective activity (docs/rules.md): slot 1 moving drives; slot 2 moving is
     available from ADI 5322 (before it, declared rest counts); stopped, the declared activity.
     ``unknown`` counts as work (neither driving nor rest)."""
     if slot == 1:

@@ -1,4 +1,4 @@
-"""Findings (contract.md): building them with a stable id, and their output order."""
+"""Findings (docs/records.md): building them with a stable id, and their output order."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def build(
 
 
 def sort_key(finding: Finding) -> tuple[str, str, str, str, str]:
-    """contract.md's order: start, rule, vehicle, driver, id (nulls first)."""
+    """docs/records.md's order: start, rule, vehicle, driver, id (nulls first)."""
     return (
         finding["start"],
         finding["rule"],

@@ -1,6 +1,6 @@
-"""The parameters of every rule of law.md, one frozen dataclass per rule, filled from a profile.
+"""The parameters of every rule of docs/rules.md, one frozen dataclass per rule, filled from a profile.
 
-Defaults are law.md's; a profile file states every value explicitly anyway, so a reader of the
+Defaults are the catalogue's (docs/rules.md); a profile file states every value explicitly anyway, so a reader of the
 file sees the numbers. Each rule of ``collector/rules/checks/`` names the dataclass of each of its
 ids (``params``); a new rule may as well define its dataclass in its own module.
 """

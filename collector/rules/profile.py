@@ -49,7 +49,7 @@ class RuleConfig:
 
 @dataclass(frozen=True)
 class DriverPeriod:
-    """The federal driver-time rules in force from a date (law.md's table)."""
+    """The federal driver-time rules in force from a date (docs/rules.md, "Federal law in every profile")."""
 
     start_ms: int
     law: str

@@ -1,4 +1,4 @@
-"""A trip's operation (contract.md, law.md): departure, stops, interruptions, schedule, passengers.
+"""A trip's operation (docs/rules.md): departure, stops, interruptions, schedule, passengers.
 
 Pure functions over a :class:`TripOps` state; :mod:`collector.rules.operations` feeds them. Rules:
 ``trip.interruption`` (with the deadlines it opens: ``trip.assistance_due``, BA's long-interruption
@@ -121,7 +121,7 @@ def nearest_point(line: Line | None, lat: float | None,
 
 
 def terminal_at(line: Line | None, lat: float | None, lon: float | None) -> str | None:
-    """The line's terminal within whose radius the position is (contract.md's departure terminal)."""
+    """The line's terminal within whose radius the position is (docs/rules.md's departure terminal)."""
     if line is None or lat is None or lon is None:
         return None
     for point in line.points:

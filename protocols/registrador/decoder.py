@@ -1,4 +1,4 @@
-"""Registrador frames → canonical records (contract.md): speed, driver, device, trip, incident.
+"""Registrador frames → records (docs/records.md): speed, driver, device, trip, incident.
 
 Every record carries ``device_seq`` (the frame number) and ``raw`` (hex of the original frame;
 for a frame downloaded by history, the original frame inside the 0x51 record). One status frame

@@ -4,7 +4,7 @@ child process outlives it (also when interrupted with Ctrl-C).
 
 Expected values come from the scenario file (simulators/scenario/data/sp-breakdown.toml): 41
 board at Barra Funda and 18 + 23 = 41 get off at Sorocaba; its [expect] table and the law
-(law.md: São Paulo allows 120 minutes, the breakdown lasts 130) want ``trip.interruption`` as an
+(docs/rules.md: São Paulo allows 120 minutes, the breakdown lasts 130) want ``trip.interruption`` as an
 infraction. sp-clean is interrupted before its end.
 """
 
@@ -93,7 +93,7 @@ def test_demo_plays_a_trip_end_to_end(tmp_path: Path) -> None:
     assert re.search(r"infraction +trip\.interruption +FRT2B02", out), out
     assert re.search(r"deadline +trip\.assistance_due +FRT2B02", out), out
     # Door counters have no clock: the agent stamps their records with the latest device time
-    # plus the monotonic time since (contract.md). At 5000x a stall of a few milliseconds in the
+    # plus the monotonic time since (docs/records.md). At 5000x a stall of a few milliseconds in the
     # agent is many seconds of device time, so a door may be stamped while the bus still moves.
     # Apart from those door-timing rules, the findings are exactly what the scenario expects
     # (the exact match at real rates is tested on the rendered records in test_scenario_render).

@@ -214,7 +214,7 @@ def _driving_blocks(records: list[Record]) -> tuple[float, float]:
 
 @pytest.mark.parametrize("path", shipped(), ids=lambda p: p.stem)
 def test_drivers_take_their_breaks(path: Path, rendered: dict[str, list[Record]]) -> None:
-    """Continuous driving ≤ 5 h 30 and never 4 h of driving without 30 min of rest (law.md)."""
+    """Continuous driving ≤ 5 h 30 and never 4 h of driving without 30 min of rest (docs/rules.md)."""
     continuous, block = _driving_blocks(rendered[path.stem])
     assert continuous <= 5.5
     assert block <= 4.0

@@ -71,7 +71,7 @@ def test_an_overnight_stop_of_8_hours(stop: int, found: int) -> None:
 
 
 def test_not_checked_on_a_line_of_another_profile() -> None:
-    # TO has no two-driver rule (law.md): the same night on a TO line
+    # TO has no two-driver rule (docs/rules.md): the same night on a TO line
     tl = _trip(NIGHT, "TO-1", [(0, 8 * HOUR)], 8 * HOUR + MIN)
     assert of(tl.findings(), TWO) == []
 

@@ -1,4 +1,4 @@
-"""A driver finding belongs to the trip in which it became true (contract.md): its vehicle, trip,
+"""A driver finding belongs to the trip in which it became true (docs/rules.md): its vehicle, trip,
 line and profile are those of the moment the limit was passed, not of when the driver's activity
 segment ended."""
 

@@ -1,4 +1,4 @@
-"""equipment.registrador built by hand at the edges (law.md: silent while the GPS shows the
+"""equipment.registrador built by hand at the edges (docs/rules.md: silent while the GPS shows the
 vehicle moving above 5 km/h for 60 s; faults, tamper, compartment, power loss; speeds more than
 10 % apart for 5 min; SP 61 §2, CTB 230 IX, X, XIV)."""
 

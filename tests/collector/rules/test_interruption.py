@@ -1,4 +1,4 @@
-"""trip.interruption and the deadlines it opens, built by hand at each edge, per profile (law.md:
+"""trip.interruption and the deadlines it opens, built by hand at each edge, per profile (docs/rules.md:
 SP 39/78 120 min; BA 32 and TO 56 always a report; a stop with rest declared is a break;
 assistance SP 39 §1 any duration, BA 58 §2 I after 4 h; BA 58 §2 II report after 4 h; SP 41,
 43 II reports)."""

@@ -1,4 +1,4 @@
-"""Passengers who board before ``trip start`` are on board for the trip (contract.md: on board is
+"""Passengers who board before ``trip start`` are on board for the trip (docs/rules.md: on board is
 the running sum of boarded − alighted, never below 0, from the vehicle's previous ``trip end``).
 
 Every shipped scenario boards at the terminal before the driver starts the trip; the replay

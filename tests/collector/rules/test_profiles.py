@@ -1,4 +1,4 @@
-"""The SP, BA and TO profiles: law.md's table, citations, validity, and operators' copies."""
+"""The SP, BA and TO profiles: docs/rules.md's catalogue, citations, validity, and operators' copies."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from protocols.records import ts_to_ms
 
 FEDERAL = ("speed.over_limit", "driver.continuous_driving", "driver.break_per_4h",
            "driver.daily_rest", "driver.workday", "driver.unidentified", "equipment.registrador")
-#: law.md, "Which rules apply where"
+#: docs/rules.md, "Which rules apply where"
 TABLE = {
     "driver.two_drivers": ("BA",),
     "trip.interruption": ("SP", "BA", "TO"),

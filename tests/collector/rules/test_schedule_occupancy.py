@@ -1,5 +1,5 @@
 """schedule.*, occupancy.*, stops.unapproved and doors.open_while_moving built by hand at the
-edges, per profile (law.md: BA 58 §1, TO 63 presence; BA 59, SP 15 §1 item 2 late departure;
+edges, per profile (docs/rules.md: BA 58 §1, TO 63 presence; BA 59, SP 15 §1 item 2 late departure;
 SP 13 §4/37, BA 30, TO 59 standing; BA 60, TO 104 I c overload; BA 29, TO 53, SP 36 stops;
 SP 71 II, TO 70 II doors; SP 15 §2 index)."""
 

@@ -32,7 +32,7 @@ def _episode(tl: Timeline, over_kmh: float, seconds: int, after_kmh: float = 70,
 
 @pytest.mark.parametrize(("seconds", "expected"), [(9, 0), (10, 1), (11, 1)])
 def test_min_duration_edge(seconds: int, expected: int) -> None:
-    # 10 s is the minimum (law.md: for at least min_duration_s = 10)
+    # 10 s is the minimum (docs/rules.md: for at least min_duration_s = 10)
     found = of(_episode(_trip(), 90, seconds).findings(), "speed.over_limit")
     assert len(found) == expected
     if expected:

@@ -1,5 +1,5 @@
 """A stop is placed where the bus stood, not at the last fix taken while it still moved
-(contract.md: a stop's place is the position at that moment; docs/rules.md)."""
+(docs/rules.md: a stop's place is the position at that moment)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ REGISTRY_DOC: dict[str, Any] = {
 REGISTRY = Registry.from_dict(REGISTRY_DOC)
 PROFILES = load_profiles()
 
-#: A day in each driver-time period (law.md), 10:00 UTC = 07:00 in São Paulo.
+#: A day in each driver-time period (docs/rules.md), 10:00 UTC = 07:00 in São Paulo.
 ADI = "2026-03-02T10:00:00.000Z"
 LEI_13103 = "2020-03-02T10:00:00.000Z"
 LEI_12619 = "2013-03-04T10:00:00.000Z"
