@@ -39,6 +39,7 @@ from tests.services import Mosquitto
 
 def preload(path: Path, count: int) -> tuple[str, list[str]]:
     """Capture ``count`` records in a new buffer; return the agent id and the stored bodies."""
+    path.parent.mkdir(parents=True, exist_ok=True)  # the buffer makes no directory
     buf = Buffer(path)
     items = day_of_records(count)
     for i in range(0, len(items), 10_000):
