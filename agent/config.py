@@ -41,7 +41,7 @@ class CounterConfig(_Strict):
 
 
 class DeviceConfig(_Strict):
-    """One serial device: its protocol and line settings."""
+    """One device: its protocol and line settings (serial; CAN for fms)."""
 
     name: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")]
     #: A protocol of ``protocols.registry`` that has an agent source.
@@ -57,6 +57,15 @@ class DeviceConfig(_Strict):
     poll_interval_s: Annotated[float, Field(gt=0)] = 1.0
     reply_timeout_s: Annotated[float, Field(gt=0)] = 0.1
     counters: list[CounterConfig] = Field(default_factory=list)
+    #: FMS only: how the CAN bus is reached — ``slcan``, a serial CAN adapter on ``port``
+    #: (default), or ``socketcan``, the Linux interface named by ``port`` (``can0``).
+    interface: Literal["slcan", "socketcan"] | None = None
+    #: FMS only, slcan: the bit rate the adapter is set to (FMS buses run at 250 kbit/s).
+    bitrate: Literal[10_000, 20_000, 50_000, 100_000, 125_000, 250_000, 500_000, 750_000,
+                     1_000_000] | None = None
+    #: FMS only, slcan: seconds to wait after opening the adapter before setting it up
+    #: (python-can's ``sleep_after_open``; an adapter that resets when its port opens needs it).
+    open_wait_s: Annotated[float, Field(ge=0)] | None = None
 
     @property
     def device(self) -> str:
@@ -77,6 +86,11 @@ class DeviceConfig(_Strict):
             raise ValueError("counters: an apc device needs at least one [[devices.counters]]")
         if self.protocol != "apc" and self.counters:
             raise ValueError(f"counters: only apc devices have counters, not {self.protocol}")
+        for key in ("interface", "bitrate", "open_wait_s"):
+            if self.protocol != "fms" and getattr(self, key) is not None:
+                raise ValueError(f"{key}: only fms devices (CAN) have it, not {self.protocol}")
+        if self.interface == "socketcan" and (self.bitrate or self.open_wait_s is not None):
+            raise ValueError("bitrate: a socketcan link's bit rate is set by systemd-networkd")
         addresses = [c.address for c in self.counters]
         if len(set(addresses)) != len(addresses):
             raise ValueError("counters: two counters share an address")
@@ -221,6 +235,12 @@ class AgentConfig(_Strict):
                 # Two clocks of one kind would both set the agent's time (TimeKeeper).
                 raise ValueError(f"devices: more than one {proto} device")
         return self
+
+    @property
+    def counted_doors(self) -> frozenset[int]:
+        """The door numbers the RS-485 counters (apc devices) report."""
+        return frozenset(c.door_number for d in self.devices if d.protocol == "apc"
+                         for c in d.counters)
 
     @property
     def client_id(self) -> str:

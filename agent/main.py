@@ -68,6 +68,7 @@ class Agent:
                     load=functools.partial(self._source_state, device.name),
                     resume=functools.partial(self.writer.resume, device.name),
                 ),
+                counted_doors=config.counted_doors,
             )
             for device in config.devices
         ]

@@ -111,6 +111,8 @@ BUILTIN: dict[str, DeviceEntry] = {
             decoder="protocols.fms.decoder:FmsDecoder",
             firmware_note="fms.md",
             description="FMS-Standard on CAN (J1939, 250 kbit/s): candump logs or SLCAN text",
+            source="agent.sources.fms:FmsSource",
+            simulator="simulators.fms",
         ),
     )
 }

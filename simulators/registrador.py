@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections import OrderedDict
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from frota.errors import UserError
 from protocols.registrador import frames as f
@@ -223,6 +223,17 @@ class RegistradorModel:
         self._event(now_ms, encode_device_event, event="power_restored")
 
 
+class Tachograph(Protocol):
+    """What :class:`DefaultDrive` and the scenario player drive: the registrador's model, or the
+    FMS bus's (``simulators.fms.FmsBus``), which has the same methods."""
+
+    def set_speed(self, kmh: float, now_ms: int) -> None: ...
+    def insert_card(self, slot: int, card: str, activity: str, now_ms: int) -> None: ...
+    def set_activity(self, slot: int, activity: str, now_ms: int) -> None: ...
+    def trip(self, event: str, trip: str, line: str, now_ms: int,
+             scheduled_ms: int | None = None) -> None: ...
+
+
 class DefaultDrive:
     """A plausible intercity leg, repeated: terminal stop, accelerate, cruise, slow, stop, break."""
 
@@ -232,7 +243,7 @@ class DefaultDrive:
         (75, 95.0), (1500, 90.0), (60, 0.0), (1800, 0.0),
     )
 
-    def __init__(self, model: RegistradorModel, start_ms: int) -> None:
+    def __init__(self, model: Tachograph, start_ms: int) -> None:
         self.model = model
         self.start_ms = start_ms
         self.cycle_ms = sum(seconds for seconds, _ in self.SEGMENTS) * 1000

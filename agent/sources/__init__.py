@@ -20,14 +20,17 @@ def make_source(
     stop: threading.Event,
     last_device_seq: Callable[[], int | None] | None = None,
     state: StateHooks | None = None,
+    counted_doors: frozenset[int] = frozenset(),
 ) -> Source:
     """The source for a configured device, given what the agent gives every source.
 
     ``last_device_seq`` tells a source the last frame number captured from it (from the buffer),
     where the registrador's catch-up starts; ``state`` lets a source save its memory (the door
-    counters' baselines, the registrador's catch-up floor) with its records and get it back.
+    counters' baselines, the registrador's catch-up floor) with its records and get it back;
+    ``counted_doors`` are the doors an RS-485 counter reports (a CAN source leaves them alone).
     """
-    context = SourceContext(vehicle, sink, clock, stop, last_device_seq or (lambda: None), state)
+    context = SourceContext(vehicle, sink, clock, stop, last_device_seq or (lambda: None), state,
+                            counted_doors)
     return source_class(config.protocol)(config, context)
 
 

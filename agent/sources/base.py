@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import serial
 
@@ -64,10 +65,22 @@ class SourceContext:
     stop: threading.Event
     last_device_seq: Callable[[], int | None] = lambda: None
     state: StateHooks | None = None
+    #: The doors an RS-485 counter reports: another source that sees doors (FMS door control)
+    #: leaves them alone, so no door has two sources.
+    counted_doors: frozenset[int] = frozenset()
 
 
 #: How long one read waits for bytes (seconds); bounds the reaction to stop and to silence.
 READ_TIMEOUT_S = 0.5
+
+
+class Line(Protocol):
+    """What :meth:`Source.open` returns: a serial port, or a source's own kind of line."""
+
+    def close(self) -> None:
+        """Close the line (errors of a line already gone are the source's to swallow or raise
+        as ``LINE_ERRORS``)."""
+        ...
 
 
 class SourceClosed(Exception):  # noqa: N818 - an event on the line, not a program error
@@ -112,8 +125,8 @@ class Source:
         """Wait for the thread to finish (after ``stop`` is set)."""
         self._thread.join(timeout)
 
-    def open(self) -> serial.Serial:
-        """Open the port with the configured line settings."""
+    def open(self) -> Line:
+        """Open the line (by default the serial port, with the configured settings)."""
         cfg = self.config
         return serial.serial_for_url(
             cfg.port,
@@ -133,7 +146,7 @@ class Source:
         while not self.stop.is_set():
             try:
                 port = self.open()
-            except (*LINE_ERRORS, ValueError) as err:
+            except (*LINE_ERRORS, ValueError, SourceClosed) as err:
                 self.report("disconnected", f"cannot open {cfg.port}: {_reason(err)}")
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, cfg.reopen_max_s)
@@ -163,7 +176,7 @@ class Source:
     def finished(self) -> None:
         """The agent is stopping (whether the line is open or not): hand on what is pending."""
 
-    def session(self, port: serial.Serial) -> None:
+    def session(self, port: Any) -> None:
         """Read until the device falls silent (return), the line fails (raise) or stop is set."""
         raise NotImplementedError
 

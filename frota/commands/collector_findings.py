@@ -1,4 +1,4 @@
-"""``frota collector enter incident|report`` (an operator's entry, stored like any record) and
+"""``frota collector enter incident|report|trip`` (an operator's entry, stored like any record) and
 ``frota collector findings`` (the findings the running collector keeps), added to ``frota collector``."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def add_subcommands(sub: Any) -> None:
     """Add ``enter`` and ``findings`` under ``frota collector``."""
     enter = sub.add_parser(
         "enter",
-        help="enter an incident or a report for a vehicle (stored as an operator record)",
+        help="enter an incident, a report or a trip start/end for a vehicle (an operator record)",
         description="Store an operator's record (agent 'operator', the next seq) in the "
         "collector's database; the running collector's rules take it into account.",
     )
@@ -38,6 +38,17 @@ def add_subcommands(sub: Any) -> None:
     answer.add_argument("--incident-ts", metavar="TS", help="the time of the incident it answers")
     report.add_argument("--to", required=True, metavar="WHO",
                         help="the authority reported to, or 'passengers' for assistance given")
+    trip = what.add_parser(
+        "trip", help="a trip's start or end, where no console sends it (an FMS-only bus)",
+        description="Enter a trip's start or end for a vehicle whose trips no console reports "
+        "(a bus read on FMS/CAN: TCO1 carries no trips), as the driver's console would: the "
+        "rules take the trip's line and profile from it (docs/rules.md).")
+    trip.add_argument("event", choices=("start", "end"), help="the trip starts or ends")
+    _common(trip)
+    trip.add_argument("--trip", required=True, metavar="ID", help="the trip's id")
+    trip.add_argument("--line", required=True, metavar="ID", help="the registry line it runs")
+    trip.add_argument("--scheduled", metavar="TS",
+                      help="the scheduled departure (RFC 3339; start only)")
     enter.set_defaults(func=run_enter)
 
     findings = sub.add_parser(
@@ -108,6 +119,12 @@ def run_enter(args: argparse.Namespace) -> int:
     if args.entry == "incident":
         rec["cause"] = args.cause
         rec["carrier_fault"] = bool(args.carrier_fault)
+    elif args.entry == "trip":
+        rec.update(event=args.event, trip=args.trip, line=args.line)
+        if args.scheduled is not None:
+            if args.event != "start":
+                raise UserError("--scheduled is the departure time: give it with 'start' only")
+            rec["scheduled"] = _canonical_ts("--scheduled", args.scheduled)
     else:
         if args.finding is not None:
             rec["finding"] = args.finding
@@ -122,6 +139,8 @@ def run_enter(args: argparse.Namespace) -> int:
     try:
         if reg is not None and args.vehicle not in reg.vehicles:
             raise UserError(f"vehicle {args.vehicle!r} is not in the fleet registry")
+        if reg is not None and args.entry == "trip" and args.line not in reg.lines:
+            raise UserError(f"line {args.line!r} is not in the fleet registry")
         stored = store.append(args.vehicle, "operator", rec, now_ms())
     except StoreError as err:
         raise UserError(str(err)) from err
