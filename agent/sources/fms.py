@@ -29,10 +29,12 @@ import time
 
 import can
 import serial
+from can.interfaces.slcan import slcanBus
 
 from agent.config import DeviceConfig
 from agent.sources.base import READ_TIMEOUT_S, Source, SourceClosed, SourceContext, agent_record
 from protocols.fms import CanFrame, FmsDecoder
+from protocols.fms.clock import TachographClock
 from protocols.records import Record, make_record
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,7 @@ class FmsSource(Source):
         self.fms = FmsDecoder(context.vehicle)
         self.decoder = self.fms
         self.garbage = 0
+        self.sessions = 0
         self._gap_checked = False
 
     def open(self) -> CanLine:
@@ -92,11 +95,25 @@ class FmsSource(Source):
                 )
         except (can.CanError, ImportError) as err:
             raise SourceClosed(f"cannot open the CAN bus: {err}") from err
-        return CanLine(bus)
+        line = CanLine(bus)
+        try:
+            # Lines left in the port from before it was opened were sent while nobody read them:
+            # gone, like every frame the agent was not there for (not read late, misdated).
+            if isinstance(bus, slcanBus):
+                bus.flush()
+        except (can.CanError, serial.SerialException, OSError) as err:
+            line.close()
+            raise SourceClosed(f"cannot open the CAN bus: {err}") from err
+        return line
 
     def session(self, port: CanLine) -> None:
         """Read frames until the bus falls silent (return), the adapter goes (raise) or stop."""
         bus = port.bus
+        if self.sessions:
+            # A gap in reading (adapter out, bus silent): the tachograph time carried forward
+            # over it is not the tachograph's. Frames wait for the next TD, as at the start.
+            self.fms.clock = TachographClock()
+        self.sessions += 1
         self.last_data_mono = None
         opened = time.monotonic()
         estimated = 0.0
@@ -107,6 +124,11 @@ class FmsSource(Source):
                 if _line_gone(err):
                     raise SourceClosed(str(err)) from err
                 self._garbage(err)
+                if isinstance(bus, slcanBus) and isinstance(err.__cause__, UnicodeDecodeError):
+                    # python-can's slcan keeps a line it could not decode as text in its buffer
+                    # (it clears it only after decoding): every later line would join it and
+                    # fail too. Drop it, as the line-based readers drop a bad line.
+                    bus._buffer.clear()
                 msg = None
             except (ValueError, IndexError) as err:  # python-can's slcan parsing a garbage line
                 self._garbage(err)
