@@ -4,6 +4,7 @@ time the agent was down recorded as a gap."""
 
 from __future__ import annotations
 
+import configparser
 import json
 import threading
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import ConfigError, parse_config
 from agent.sources import make_source
 from agent.sources.base import StateHooks
 from agent.sources.fms import FmsSource
@@ -20,6 +22,7 @@ from protocols.records import Record, ms_to_ts
 from tests.agent.devices import Device
 from tests.agent.helpers import T0_MS, VEHICLE, wait_until
 from tests.agent.test_sources import Collected, device
+from tests.services import PROJECT
 
 pytestmark = pytest.mark.pty
 
@@ -149,3 +152,29 @@ def test_the_time_the_agent_was_down_is_a_gap_record(adapter: Adapter, stop: thr
     assert back["status"] == "ok"
     # Each batch commits the time of its last record: where the next gap would start.
     assert json.loads(saved[-1])["last_ts"] == max(r["ts"] for r in sink.of("speed"))
+
+
+def test_can_keys_belong_to_fms_devices_only() -> None:
+    base = {"vehicle": "V", "buffer": {"path": "b.sqlite"}, "broker": {"url": "mqtt://x"}}
+    ok = parse_config({**base, "devices": [
+        {"name": "can", "protocol": "fms", "port": "can0", "interface": "socketcan"}]})
+    assert (ok.devices[0].interface, ok.devices[0].device) == ("socketcan", "registrador")
+    bad = [
+        ({"name": "g", "protocol": "nmea", "port": "p", "interface": "slcan"},
+         "devices[0].interface: only fms devices"),
+        ({"name": "c", "protocol": "fms", "port": "can0", "interface": "socketcan",
+          "bitrate": 250000}, "devices[0].bitrate: a socketcan link's bit rate"),
+        ({"name": "c", "protocol": "fms", "port": "p", "bitrate": 300000}, "devices[0].bitrate:"),
+    ]
+    for dev, message in bad:
+        with pytest.raises(ConfigError) as caught:
+            parse_config({**base, "devices": [dev]})
+        assert str(caught.value).startswith(message), caught.value
+
+
+def test_the_shipped_network_file_brings_can0_up_listen_only_at_250k() -> None:
+    parser = configparser.ConfigParser()
+    parser.optionxform = str  # type: ignore[assignment,method-assign]  # keep the keys' case
+    parser.read(PROJECT / "firmware-notes" / "systemd" / "80-can0.network")
+    assert dict(parser["Match"]) == {"Name": "can0"}
+    assert dict(parser["CAN"]) == {"BitRate": "250K", "ListenOnly": "yes"}
