@@ -83,7 +83,7 @@ class Line(Protocol):
         ...
 
 
-class SourceClosed(Exception):  # noqa: N818 - an event on the line, not a program error
+class SourceClosed(OSError):  # noqa: N818 - an event on the line, not a program error
     """The line went away (unplugged, hung up); the source reopens it."""
 
 

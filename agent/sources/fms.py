@@ -33,8 +33,7 @@ from can.interfaces.slcan import slcanBus
 
 from agent.config import DeviceConfig
 from agent.sources.base import READ_TIMEOUT_S, Source, SourceClosed, SourceContext, agent_record
-from protocols.fms import CanFrame, FmsDecoder
-from protocols.fms.clock import TachographClock
+from protocols.fms import CanFrame, FmsDecoder, slcan
 from protocols.records import Record, make_record
 
 log = logging.getLogger(__name__)
@@ -112,7 +111,7 @@ class FmsSource(Source):
         if self.sessions:
             # A gap in reading (adapter out, bus silent): the tachograph time carried forward
             # over it is not the tachograph's. Frames wait for the next TD, as at the start.
-            self.fms.clock = TachographClock()
+            self.fms.forget_time()
         self.sessions += 1
         self.last_data_mono = None
         opened = time.monotonic()
@@ -146,6 +145,8 @@ class FmsSource(Source):
             # The receive time on the monotonic clock: the decoder uses only differences, and
             # python-can's slcan stamps frames with the host's wall clock, which may step.
             frame = CanFrame(now, msg.arbitration_id, msg.is_extended_id, bytes(msg.data))
+            if self.taps:  # frota agent capture: the frame as SLCAN text, as frota decode reads it
+                self.tee(slcan.encode_frame(frame))
             self.deliver(self._ours(self.fms.frame(frame)))
         self.deliver(self._ours(self.fms.finish()))
 

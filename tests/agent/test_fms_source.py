@@ -17,7 +17,7 @@ from agent.sources import make_source
 from agent.sources.base import StateHooks
 from agent.sources.fms import FmsSource
 from agent.timekeeper import TimeKeeper
-from protocols.fms import Tco1, encode_dc2, encode_tco1, encode_td, slcan, speed_code
+from protocols.fms import FmsDecoder, Tco1, encode_dc2, encode_tco1, encode_td, slcan, speed_code
 from protocols.records import Record, ms_to_ts
 from tests.agent.devices import Device
 from tests.agent.helpers import T0_MS, VEHICLE, wait_until
@@ -83,9 +83,13 @@ def fms(path: str, sink: Collected, stop: threading.Event, **kwargs: object) -> 
 def test_reads_listen_only_and_counts_garbage(adapter: Adapter, stop: threading.Event) -> None:
     sink = Collected()
     source = fms(adapter.path, sink, stop)
+    tapped: list[bytes] = []
+    source.taps = (lambda _ms, data: tapped.append(data),)  # frota agent capture
     source.start()
     assert wait_until(lambda: len(sink.of("speed")) >= 5)
     speeds = sink.of("speed")
+    # What a capture gets is SLCAN text the FMS decoder reads back.
+    assert FmsDecoder(VEHICLE).feed(b"".join(tapped))
     assert {r["kmh"] for r in speeds} == {36.0}
     assert all(r["ts"].startswith("2026-03-02T14:0") for r in speeds)  # the TD's time, not the Pi's
     adapter.garbage.set()
