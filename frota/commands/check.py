@@ -76,9 +76,17 @@ def resolve_profiles(value: str) -> tuple[dict[str, Profile], str]:
         raise UserError(str(err)) from None
 
 
-def _feed(engine: Engine, path: Path, as_of: int | None, *, stream: bool) -> None:
-    """Read, validate and queue every record of the file (flushing as it goes if ``stream``)."""
+#: What cannot be judged for a vehicle the registry does not have (no seats, no capacity).
+SEAT_RULES = "occupancy.standing, occupancy.overload, occupancy.index"
+
+
+def _feed(engine: Engine, path: Path, as_of: int | None, *, stream: bool,
+          warned: set[str]) -> None:
+    """Read, validate and queue every record of the file (flushing as it goes if ``stream``);
+    warn once per vehicle missing from the registry (``warned``: those already warned of)."""
     lines = engine.registry.lines
+    vehicles = engine.registry.vehicles
+    checked: set[str] = set()
     add = engine.add_one
     try:
         handle = path.open("rb")
@@ -100,6 +108,13 @@ def _feed(engine: Engine, path: Path, as_of: int | None, *, stream: bool) -> Non
                 raise UserError(
                     f"line {number}: unknown line {rec['line']!r} (not in the registry)"
                 )
+            vehicle = rec["vehicle"]
+            if vehicle not in checked:          # once per vehicle: one look-up per record
+                checked.add(vehicle)
+                if vehicle not in vehicles and vehicle not in warned:
+                    warned.add(vehicle)
+                    _warn(f"vehicle {vehicle!r} (line {number}) is not in the registry: its "
+                          f"seat-based rules cannot run ({SEAT_RULES})")
             add(ms, rec)
             if stream and not number % FLUSH_EVERY:
                 engine.flush()
@@ -120,12 +135,13 @@ def check(registry_path: str, profile: str, records_path: Path,
         except RecordError:
             raise UserError(f"--as-of {as_of_ts!r} is not an RFC 3339 timestamp") from None
     engine = Engine(registry, profiles, default, retain=False)
+    warned: set[str] = set()
     try:
-        _feed(engine, records_path, as_of, stream=True)
+        _feed(engine, records_path, as_of, stream=True, warned=warned)
         return engine.findings(as_of)
     except LateRecordError:
         engine = Engine(registry, profiles, default, retain=False)
-        _feed(engine, records_path, as_of, stream=False)
+        _feed(engine, records_path, as_of, stream=False, warned=warned)
         return engine.findings(as_of)
 
 

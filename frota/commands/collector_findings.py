@@ -141,6 +141,8 @@ def run_enter(args: argparse.Namespace) -> int:
             raise UserError(f"vehicle {args.vehicle!r} is not in the fleet registry")
         if reg is not None and args.entry == "trip" and args.line not in reg.lines:
             raise UserError(f"line {args.line!r} is not in the fleet registry")
+        if args.entry == "report" and args.finding is not None:
+            _check_deadline(store, args.finding, args.vehicle)
         stored = store.append(args.vehicle, "operator", rec, now_ms())
     except StoreError as err:
         raise UserError(str(err)) from err
@@ -148,6 +150,30 @@ def run_enter(args: argparse.Namespace) -> int:
         store.close()
     sys.stdout.write(dumps(stored) + "\n")
     return 0
+
+
+#: The rules whose findings are deadlines a report answers.
+DEADLINES = ("trip.assistance_due", "trip.report_due", "trip.accident_data")
+
+
+def _check_deadline(store: Any, finding_id: str, vehicle: str) -> None:
+    """A report names a deadline of its own vehicle that the collector found: refuse anything
+    else (a typo would otherwise be stored and answer nothing)."""
+    from collector import findings
+    from protocols.records import ms_to_ts
+
+    found, as_of = findings.load(store)
+    when = "the collector has not evaluated findings yet" if as_of is None \
+        else f"none as of {ms_to_ts(as_of)}"
+    match = next((f for f in found if f["id"] == finding_id), None)
+    if match is None:
+        raise UserError(f"--finding {finding_id!r}: no such finding ({when})")
+    if match["vehicle"] != vehicle:
+        raise UserError(f"--finding {finding_id!r} is a finding of vehicle {match['vehicle']!r}, "
+                        f"not {vehicle!r}")
+    if match["severity"] != "deadline":
+        raise UserError(f"--finding {finding_id!r} is {match['rule']} ({match['severity']}), not "
+                        f"a deadline: a report answers {', '.join(DEADLINES)}")
 
 
 def run_findings(args: argparse.Namespace) -> int:
