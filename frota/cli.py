@@ -28,6 +28,19 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse with the README's exit codes: a bad argument is a user error, status 1 with one
     line (argparse prints its usage and exits 2). Subcommand parsers inherit the class."""
 
+    #: True for ``frota`` itself; a subcommand's parser reports its own unknown arguments.
+    top = False
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """As argparse, but a subcommand names itself when it is given an unknown argument
+        (argparse leaves it to ``frota``: 'frota: error: unrecognized arguments')."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras and not self.top:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
     def error(self, message: str) -> NoReturn:
         """Print ``PROG: error: MESSAGE (see PROG --help)`` on one line and exit 1."""
         self.exit(1, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
@@ -40,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Frota: telemetry for intercity buses (registrador, GPS, door counters) "
         "from the bus to the law.",
     )
+    parser.top = True
     parser.add_argument("--version", action="version", version=f"frota {__version__}")
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],

@@ -41,6 +41,10 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], prefix: str) -> str:
         (["agent", "run"], "frota agent run: error: the following arguments are required: --config"),
         (["sim", "gps", "--kmh", "fast"], "frota sim gps: error: argument --kmh: invalid float value"),
         (["collector", "records", "--db", "x"], "frota collector records: error: the following"),
+        # An unknown option is reported by the subcommand given it, not by 'frota'.
+        (["sim", "gps", "--bogus"], "frota sim gps: error: unrecognized arguments: --bogus"),
+        (["agent", "run", "--config", "a.toml", "x"], "frota agent run: error: unrecognized arguments: x"),
+        (["--nope", "check", "--registry", "r.json"], "frota: error: unrecognized arguments: --nope"),
     ],
 )
 def test_argument_errors_exit_1_with_one_line(
