@@ -1,6 +1,6 @@
 """Agent load: CPU seconds and peak RSS of ``frota agent run`` per hour of a simulated bus.
 
-    .venv/bin/python -m bench.agent_load [--scale 60] [--hours 1] [--realtime 20]
+    .venv/bin/python -m bench.agent_load [--scale 60] [--hours 1] [--realtime 20] [--repeat 3]
 
 One bus: the registrador at 1 Hz, the GPS at 1 Hz (``frota sim registrador|gps``) and four door
 counters on one RS-485 line (``frota sim apc --doors 4``), each on its own pty (unpaced: at 60× the GPS's NMEA would not fit 9600 baud), played at
@@ -14,24 +14,20 @@ peak RSS (VmHWM). The figure is CPU per simulated hour ÷ 3600 s, as a share of 
 time (target ≤ 1 %), and peak RSS (target ≤ 80 MB). The agent's per-real-second costs (its 1 s
 main loop, MQTT keepalive) are compressed by the scale, so ``--realtime N`` also runs the same
 bus at 1× for N seconds and reports that share directly. Baseline in the same run: the CPU the
-three simulators spent making the traffic (ratio agent ÷ simulators).
+three simulators spent making the traffic (ratio agent ÷ simulators). ``--repeat`` rounds (at
+least 3), each a scaled and a real-time bus, interleaved; printed: median and spread.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-from bench.drain import _cpu_of
-from tests.collector.helpers import CollectorProcess
-from tests.services import PROJECT, Mosquitto, stop_process
+from agent.buffer_summary import BufferReader
+from bench.common import Figure, add_repeat, collector_in, cpu_of, host_line, target
+from frota.harness import AgentProcess, Mosquitto, SimulatorProcess
 
 VEHICLE = "ABC1D23"
 START = "2026-03-02T14:00:00Z"
@@ -45,19 +41,12 @@ def _hwm_kib(pid: int) -> int:
     return 0
 
 
-def _sim(folder: Path, device: str, scale: float, *extra: str) -> tuple[subprocess.Popen[bytes], Path]:
-    link = folder / device
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "frota", "sim", device, "--link", str(link), "--start", START,
-         "--time-scale", str(scale), "--seed", "1", "--baud", "0", *extra],
-        cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 20
-    while not link.exists():
-        assert proc.poll() is None, f"the {device} simulator died"
-        assert time.monotonic() < deadline, f"no pty for {device}"
-        time.sleep(0.02)
-    return proc, link
+def _sim(folder: Path, device: str, scale: float, *extra: str) -> SimulatorProcess:
+    sim = SimulatorProcess(device, folder / device, "--start", START, "--time-scale", str(scale),
+                           "--seed", "1", "--baud", "0", *extra)
+    sim.start()
+    sim.wait_ready()
+    return sim
 
 
 def _config(folder: Path, broker_url: str, links: dict[str, Path], scale: float) -> Path:
@@ -79,42 +68,35 @@ def _config(folder: Path, broker_url: str, links: dict[str, Path], scale: float)
 def run_bus(folder: Path, broker: Mosquitto, scale: float, seconds: float) -> dict[str, float]:
     """Play the bus at ``scale`` for ``seconds`` of real time; the agent's and simulators' figures."""
     folder.mkdir(parents=True)
-    (folder / "collector").mkdir()
-    collector = CollectorProcess(folder / "collector", broker.url)
+    collector, _ = collector_in(folder / "collector", broker.url, [VEHICLE])
     collector.start()
-    sims: dict[str, tuple[subprocess.Popen[bytes], Path]] = {
+    sims = {
         "registrador": _sim(folder, "registrador", scale),
         "gps": _sim(folder, "gps", scale),
         "apc": _sim(folder, "apc", scale, "--doors", "4"),
     }
-    config = _config(folder, broker.url, {k: v[1] for k, v in sims.items()}, scale)
-    with (folder / "agent.log").open("wb") as log:
-        agent = subprocess.Popen(
-            [sys.executable, "-m", "frota", "agent", "run", "--config", str(config)],
-            cwd=PROJECT, stdout=log, stderr=subprocess.STDOUT,
-        )
+    agent = AgentProcess(_config(folder, broker.url, {k: v.link for k, v in sims.items()}, scale))
+    agent.start()
     try:
         time.sleep(2.0)  # imports and opening the lines: not part of an hour on the bus
-        cpu0 = _cpu_of(agent.pid)
-        sim0 = sum(_cpu_of(p.pid) for p, _ in sims.values())
+        cpu0 = cpu_of(agent.pid)
+        sim0 = sum(cpu_of(p.pid) for p in sims.values())
         start = time.monotonic()
         time.sleep(seconds)
         wall = time.monotonic() - start
-        cpu = _cpu_of(agent.pid) - cpu0
-        sim_cpu = sum(_cpu_of(p.pid) for p, _ in sims.values()) - sim0
+        cpu = cpu_of(agent.pid) - cpu0
+        sim_cpu = sum(cpu_of(p.pid) for p in sims.values()) - sim0
         hwm = _hwm_kib(agent.pid)
-        assert agent.poll() is None, (folder / "agent.log").read_text()
+        agent.child.check()
     finally:
-        agent.send_signal(signal.SIGTERM)
-        agent.wait(timeout=60)
+        agent.stop()
         collector.stop()
-        for proc, _ in sims.values():
-            stop_process(proc, signal.SIGINT, 10)
-    conn = sqlite3.connect(folder / "buffer.sqlite")
-    kinds = dict(conn.execute("SELECT kind, COUNT(*) FROM records GROUP BY kind").fetchall())
-    conn.close()
+        for sim in sims.values():
+            sim.stop()
+    with BufferReader(folder / "buffer.sqlite") as buffer:
+        records = buffer.counts().last_seq
     return {"wall": wall, "cpu": cpu, "sim_cpu": sim_cpu, "hwm_kib": hwm,
-            "device_s": wall * scale, "records": float(sum(kinds.values()))}
+            "device_s": wall * scale, "records": float(records)}
 
 
 def main() -> None:
@@ -124,30 +106,44 @@ def main() -> None:
     parser.add_argument("--hours", type=float, default=1.0, help="device hours (default 1)")
     parser.add_argument("--realtime", type=float, default=20.0,
                         help="seconds of the bus at 1× for the direct share (default 20; 0 = skip)")
+    add_repeat(parser)
     args = parser.parse_args()
+    scaled_runs: list[dict[str, float]] = []
+    real_runs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         broker = Mosquitto(folder)
         broker.start()
         try:
-            scaled = run_bus(folder / "scaled", broker, args.scale, args.hours * 3600 / args.scale)
-            real = run_bus(folder / "real", broker, 1.0, args.realtime) if args.realtime > 0 else None
+            for run in range(args.repeat):  # one scaled and one real-time bus per round
+                scaled_runs.append(run_bus(folder / f"scaled{run}", broker, args.scale,
+                                           args.hours * 3600 / args.scale))
+                if args.realtime > 0:
+                    real_runs.append(run_bus(folder / f"real{run}", broker, 1.0, args.realtime))
         finally:
             broker.stop()
-    per_hour = scaled["cpu"] * 3600 / scaled["device_s"]
-    share = per_hour / 3600
-    print(f"simulated: {scaled['device_s'] / 3600:.2f} h of one bus at {args.scale:g}× in "
-          f"{scaled['wall']:.0f} s; {scaled['records']:.0f} records captured")
-    print(f"agent CPU: {scaled['cpu']:.2f} s → {per_hour:.1f} s per simulated hour = "
-          f"{share:.2%} of one core   (target ≤ 1 %: {'met' if share <= 0.01 else 'NOT met'})")
-    print(f"agent peak RSS: {scaled['hwm_kib'] / 1024:.1f} MiB   "
-          f"(target ≤ 80 MB: {'met' if scaled['hwm_kib'] * 1024 <= 80e6 else 'NOT met'})")
-    print(f"baseline, the simulators making the traffic: {scaled['sim_cpu']:.2f} s CPU; "
-          f"agent ÷ simulators = {scaled['cpu'] / max(scaled['sim_cpu'], 1e-9):.2f}×")
-    if real is not None:
-        print(f"at 1× for {real['wall']:.0f} s: agent CPU {real['cpu']:.2f} s = "
-              f"{real['cpu'] / real['wall']:.2%} of one core; peak RSS {real['hwm_kib'] / 1024:.1f} MiB")
-    print(f"(host: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f})")
+
+    def fig(runs: list[dict[str, float]], key: str) -> Figure:
+        return Figure(tuple(r[key] for r in runs))
+
+    share = Figure(tuple(r["cpu"] / r["device_s"] for r in scaled_runs))  # CPU s per device s
+    rss_mib = fig(scaled_runs, "hwm_kib").scaled(1 / 1024)
+    sim_x = Figure(tuple(r["cpu"] / max(r["sim_cpu"], 1e-9) for r in scaled_runs))
+    print(f"simulated: {args.hours:.2f} h of one bus at {args.scale:g}× per run, {args.repeat} "
+          f"interleaved rounds, median (spread); {fig(scaled_runs, 'records').show()} records "
+          "captured per run")
+    print(f"agent CPU per simulated hour: {share.scaled(3600).show('{:.1f}')} s = "
+          f"{share.scaled(100).show('{:.2f}')} % of one core   "
+          f"(target <= 1 %: {target(share.median <= 0.01)})")
+    print(f"agent peak RSS: {rss_mib.show('{:.1f}')} MiB   "
+          f"(target <= 80 MB: {target(rss_mib.median * 1024 * 1024 <= 80e6)})")
+    print(f"baseline, the simulators making the traffic: {fig(scaled_runs, 'sim_cpu').show('{:.2f}')}"
+          f" s CPU; agent ÷ simulators = {sim_x.show('{:.2f}')}x")
+    if real_runs:
+        real_share = Figure(tuple(r["cpu"] / r["wall"] for r in real_runs)).scaled(100)
+        print(f"at 1× for {args.realtime:.0f} s: agent CPU {real_share.show('{:.2f}')} % of one "
+              f"core; peak RSS {fig(real_runs, 'hwm_kib').scaled(1 / 1024).show('{:.1f}')} MiB")
+    print(host_line())
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import argparse
 import random
 from collections.abc import Callable
 
-from bench.common import best_seconds
+from bench.common import add_repeat, host_line, interleaved
 from protocols.apc import ApcDecoder, DoorCounts, encode_ack, encode_counts, encode_request
 from protocols.apc.frames import ACK_RESET, COUNTS_COMPILED, crc16
 
@@ -89,19 +89,27 @@ def main() -> None:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--polls", type=int, default=20_000, help="exchanges (default 20000)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per case, best kept (default 3)")
+    add_repeat(parser)
     args = parser.parse_args()
     exchanges = capture(args.polls)
     data = b"".join(exchanges)
     reads = [data[i : i + 4096] for i in range(0, len(data), 4096)]
-    base = len(data) / best_seconds(baseline_run(exchanges), args.repeat)
+    seconds, _ = interleaved({
+        "baseline": baseline_run(exchanges),
+        "one poll per feed": decoder_run(exchanges),
+        "4 KiB reads": decoder_run(reads),
+    }, args.repeat)
+    base = seconds["baseline"].per(len(data))
     print(f"capture: {len(data):,} bytes, {args.polls:,} polls of {HEADS} heads "
-          f"(= {len(data) / LINE_RATE / 3600:.1f} h of a saturated 19200-baud line)")
-    print(f"  baseline crc_hqx + compiled Counts.parse: {base:>10,.0f} bytes/s")
-    for name, chunks in (("one poll per feed", exchanges), ("4 KiB reads", reads)):
-        rate = len(data) / best_seconds(decoder_run(chunks), args.repeat)
-        print(f"  decoder, {name:>17}: {rate:>10,.0f} bytes/s = {rate / LINE_RATE:,.0f}x "
-              f"19200 baud; {rate / base:.2f}x baseline")
+          f"(= {len(data) / LINE_RATE / 3600:.1f} h of a saturated 19200-baud line); "
+          f"{args.repeat} interleaved repeats, median (spread)")
+    print(f"  baseline crc_hqx + compiled Counts.parse: {base.show()} bytes/s")
+    for name in ("one poll per feed", "4 KiB reads"):
+        rate = seconds[name].per(len(data))
+        print(f"  decoder, {name:>17}: {rate.show()} bytes/s = "
+              f"{rate.scaled(1 / LINE_RATE).show()}x 19200 baud (no target set by an issue); "
+              f"{rate.ratio(base).show('{:.2f}')}x baseline")
+    print(host_line())
 
 
 if __name__ == "__main__":

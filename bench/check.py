@@ -1,6 +1,6 @@
 """``frota check`` throughput against a floor that only reads and parses the same JSON Lines.
 
-    python -m bench.check [--buses 20] [--hours 168] [--keep FILE | --reuse FILE]
+    python -m bench.check [--buses 20] [--hours 168] [--keep FILE | --reuse FILE] [--repeat 3]
 
 Generates a fleet of buses at 1 Hz (a speed and a position record per bus per second, agent and
 ``seq`` on each, in time order), 24 hours a day: two trips a day per bus on its own line with two
@@ -9,9 +9,12 @@ The default is the issue's week of a 20-bus fleet: about 24 million records (~3 
 streamed to a temporary file). Then, in the same run:
 
 - the floor: read the file line by line and ``json.loads`` each line (standard library);
-- ``frota check`` on the file (a real process, findings to /dev/null).
+- ``frota check`` on the file (a real process, findings to /dev/null);
 
-Printed: records/s of each and the ratio of their times. Targets (issue 6): at least 100,000
+both on the records in time order and on the same records out of order (shuffled in windows,
+the windows in a shuffled order), ``--repeat`` interleaved rounds (at least 3).
+
+Printed: the median and spread of records/s of each and the ratio of their times. Targets (issue 6): at least 100,000
 records/s and at most 3× the floor's time.
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import resource
 import subprocess
 import sys
@@ -27,9 +31,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import Figure, add_repeat, host_line, target
+
 T0_MS = 1_772_420_400_000  # 2026-03-02T03:00:00.000Z = 00:00 in São Paulo
 DAY_S = 86_400
 LOCAL = -3 * 3600  # São Paulo, no DST in 2026
+WINDOW = 100_000  # lines shuffled together in the unordered input
 NOISE = [((i * 7919) % 61 - 30) / 10 for i in range(997)]  # deterministic ±3 km/h
 
 
@@ -164,6 +171,28 @@ def frota_check(path: Path, registry_path: Path) -> tuple[float, float, int]:
     return elapsed, used, result.stdout.count(b"\n")
 
 
+def unordered_copy(path: Path, out: Path, window: int = WINDOW, seed: int = 1) -> None:
+    """The same lines out of order, as a collector receives backlogs: windows of ``window``
+    lines written in a shuffled order, each window shuffled (streamed: one window in memory)."""
+    rng = random.Random(seed)
+    starts: list[int] = []
+    with path.open("rb") as handle:
+        n = 0
+        while True:
+            if n % window == 0:
+                starts.append(handle.tell())
+            if not handle.readline():
+                break
+            n += 1
+    rng.shuffle(starts)
+    with path.open("rb") as src, out.open("wb", buffering=1 << 20) as dst:
+        for start in starts:
+            src.seek(start)
+            lines = [line for line in (src.readline() for _ in range(window)) if line]
+            rng.shuffle(lines)
+            dst.writelines(lines)
+
+
 def main() -> None:
     """Generate (or reuse) the records, time the floor and frota check, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -171,6 +200,7 @@ def main() -> None:
     parser.add_argument("--hours", type=int, default=7 * 24, help="default: a week")
     parser.add_argument("--keep", metavar="FILE", help="write the records here and keep them")
     parser.add_argument("--reuse", metavar="FILE", help="time an existing file from --keep")
+    add_repeat(parser)
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="frota-bench-check-"))
     registry_path = workdir / "registry.json"
@@ -186,20 +216,45 @@ def main() -> None:
         count = generate(path, args.buses, args.hours)
         print(f"generated {count:,} records ({args.buses} buses × {args.hours} h at 1 Hz, "
               f"{path.stat().st_size / 1e9:.2f} GB) in {time.perf_counter() - started:.0f} s")
+    shuffled = workdir / "unordered.jsonl"
     try:
-        base, base_cpu = floor(path)
-        print(f"floor (read + json.loads): {base:7.1f} s  {count / base:12,.0f} records/s  "
-              f"(CPU {base_cpu:.1f} s, {count / base_cpu:,.0f} records/CPU-s)")
-        took, took_cpu, findings = frota_check(path, registry_path)
-        print(f"frota check:              {took:7.1f} s  {count / took:12,.0f} records/s  "
-              f"(CPU {took_cpu:.1f} s, {count / took_cpu:,.0f} records/CPU-s; "
-              f"{findings:,} findings)")
-        print(f"ratio to the floor: {took / base:.2f}× wall, {took_cpu / base_cpu:.2f}× CPU "
-              f"(target ≤ 3×); throughput target ≥ 100,000 records/s: "
-              f"{'met' if count / took >= 100_000 else 'NOT met'} (wall), "
-              f"{'met' if count / took_cpu >= 100_000 else 'NOT met'} (CPU)")
-        print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        unordered_copy(path, shuffled)
+        inputs = {"in time order": path, "unordered": shuffled}
+        wall: dict[str, list[float]] = {}
+        cpu: dict[str, list[float]] = {}
+        found: dict[str, int] = {}
+        for _ in range(args.repeat):  # every case once per round: interleaved
+            for label, file in inputs.items():
+                base, base_cpu = floor(file)
+                took, took_cpu, found[label] = frota_check(file, registry_path)
+                for key, w, c in ((f"floor {label}", base, base_cpu),
+                                  (f"check {label}", took, took_cpu)):
+                    wall.setdefault(key, []).append(w)
+                    cpu.setdefault(key, []).append(c)
+        print(f"{args.repeat} interleaved rounds, median (spread); the unordered input is the "
+              f"same records shuffled (windows of {WINDOW:,} lines in a shuffled order, each "
+              "shuffled)")
+        for label in inputs:
+            base_w, base_c = Figure(tuple(wall[f"floor {label}"])), Figure(tuple(cpu[f"floor {label}"]))
+            took_w, took_c = Figure(tuple(wall[f"check {label}"])), Figure(tuple(cpu[f"check {label}"]))
+            print(f"{label}:")
+            print(f"  floor (read + json.loads): {base_w.show('{:.1f}')} s  "
+                  f"{base_w.per(count).show()} records/s (CPU {base_c.show('{:.1f}')} s)")
+            print(f"  frota check:               {took_w.show('{:.1f}')} s  "
+                  f"{took_w.per(count).show()} records/s (CPU {took_c.show('{:.1f}')} s; "
+                  f"{found[label]:,} findings)")
+            wall_x, cpu_x = took_w.ratio(base_w), took_c.ratio(base_c)
+            print(f"  ratio to the floor: {wall_x.show('{:.2f}')}x wall, {cpu_x.show('{:.2f}')}x "
+                  f"CPU (target <= 3x: {target(wall_x.median <= 3)} wall, "
+                  f"{target(cpu_x.median <= 3)} CPU); throughput target >= 100,000 records/s: "
+                  f"{target(took_w.per(count).median >= 100_000)} (wall), "
+                  f"{target(took_c.per(count).median >= 100_000)} (CPU)")
+        if found["in time order"] != found["unordered"]:
+            print(f"NOTE: {found['in time order']} findings in time order, "
+                  f"{found['unordered']} unordered")
+        print(host_line())
     finally:
+        shuffled.unlink(missing_ok=True)
         if not args.keep and not args.reuse:
             path.unlink(missing_ok=True)
         registry_path.unlink(missing_ok=True)

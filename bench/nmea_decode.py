@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pynmea2
 
-from bench.common import best_seconds
+from bench.common import add_repeat, host_line, interleaved
 from protocols.nmea import NmeaDecoder
 from protocols.records import ts_to_ms
 from simulators.gps import GpsReceiver, RouteDriver
@@ -79,19 +79,26 @@ def main() -> None:
     """Measure and print."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=int, default=3600, help="simulated seconds (default 3600)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per case, best kept (default 3)")
+    add_repeat(parser)
     args = parser.parse_args()
     captures = {"simulator": simulated(args.seconds)}
     if CORPUS.is_dir():
         captures["gpsd corpus"] = b"".join(p.read_bytes() for p in sorted(CORPUS.glob("*.log")))
+    print(f"{args.repeat} interleaved repeats of each case, median (spread); no target set by an "
+          "issue beyond keeping up with the line")
     for name, data in captures.items():
-        base = len(data) / best_seconds(baseline_run(data), args.repeat)
-        print(f"{name}: {len(data):,} bytes; baseline pynmea2.parse {base:,.0f} bytes/s")
+        seconds, _ = interleaved({
+            "baseline": baseline_run(data),
+            **{f"{chunk}": decoder_run(data, chunk) for chunk in (4096, 16)},
+        }, args.repeat)
+        base = seconds["baseline"].per(len(data))
+        print(f"{name}: {len(data):,} bytes; baseline pynmea2.parse {base.show()} bytes/s")
         for chunk in (4096, 16):
-            rate = len(data) / best_seconds(decoder_run(data, chunk), args.repeat)
-            ratios = ", ".join(f"{rate / bps:,.0f}x {line}" for line, bps in LINE_RATES.items())
-            print(f"  decoder, {chunk:>4}-byte reads: {rate:>12,.0f} bytes/s = {ratios}; "
-                  f"{rate / base:.2f}x baseline")
+            rate = seconds[f"{chunk}"].per(len(data))
+            ratios = ", ".join(f"{rate.median / bps:,.0f}x {line}" for line, bps in LINE_RATES.items())
+            print(f"  decoder, {chunk:>4}-byte reads: {rate.show()} bytes/s = {ratios} (median); "
+                  f"{rate.ratio(base).show('{:.2f}')}x baseline")
+    print(host_line())
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import binascii
 import struct
 from collections.abc import Callable
 
-from bench.common import best_run
+from bench.common import add_repeat, host_line, interleaved
 from protocols.records import ts_to_ms
 from protocols.registrador import RegistradorDecoder
 from simulators.noise import Noise, NoiseConfig
@@ -103,26 +103,34 @@ def main() -> None:
     parser.add_argument(
         "--seconds", type=int, default=28_800, help="simulated seconds (default 28800, 8 hours)"
     )
-    parser.add_argument("--repeat", type=int, default=3, help="runs per case, best kept (default 3)")
+    add_repeat(parser)
     args = parser.parse_args()
     print(f"line rate: 115200 baud 8N1 = {LINE_RATE:,.0f} bytes/s; "
-          f"targets >= {TARGET_LINE_X:.0f}x line rate, >= {TARGET_FPS:,.0f} frames/s")
+          f"targets >= {TARGET_LINE_X:.0f}x line rate, >= {TARGET_FPS:,.0f} frames/s; "
+          f"{args.repeat} interleaved repeats, median (spread)")
     ok = True
     for label, garbage in (("clean", 0.0), ("1% garbage", 0.01)):
         data, sent = simulated(args.seconds, garbage)
-        base_s, base_frames = best_run(baseline_run(data), args.repeat)
-        base_bps = len(data) / base_s
+        seconds, frames = interleaved({
+            "baseline": baseline_run(data),
+            **{f"{chunk}": decoder_run(data, chunk) for chunk in (4096, 64)},
+        }, args.repeat)
+        base_bps = seconds["baseline"].per(len(data))
+        base_fps = seconds["baseline"].per(float(str(frames["baseline"])))
         print(f"{label}: {len(data):,} bytes, {sent:,} frames; baseline struct.unpack_from "
-              f"{base_bps:,.0f} bytes/s, {base_frames / base_s:,.0f} frames/s")
+              f"{base_bps.show()} bytes/s, {base_fps.show()} frames/s")
         for chunk in (4096, 64):
-            seconds, frames = best_run(decoder_run(data, chunk), args.repeat)
-            bps, fps = len(data) / seconds, frames / seconds
-            line_x = bps / LINE_RATE
-            ok = ok and line_x >= TARGET_LINE_X and fps >= TARGET_FPS and frames == sent
-            print(f"  decoder, {chunk:>4}-byte reads: {bps:>11,.0f} bytes/s = {line_x:,.0f}x line "
-                  f"rate; {fps:>8,.0f} frames/s ({frames:,} of {sent:,}); "
-                  f"{bps / base_bps:.2f}x baseline")
-    print("targets met" if ok else "TARGETS MISSED")
+            got = int(str(frames[f"{chunk}"]))
+            bps, fps = seconds[f"{chunk}"].per(len(data)), seconds[f"{chunk}"].per(got)
+            line_x = bps.scaled(1 / LINE_RATE)
+            met = line_x.median >= TARGET_LINE_X and fps.median >= TARGET_FPS and got == sent
+            ok = ok and met
+            print(f"  decoder, {chunk:>4}-byte reads: {bps.show()} bytes/s = "
+                  f"{line_x.median:,.0f}x line rate (target >= {TARGET_LINE_X:.0f}x); "
+                  f"{fps.show()} frames/s (target >= {TARGET_FPS:,.0f}; {got:,} of {sent:,}); "
+                  f"{bps.ratio(base_bps).show('{:.2f}')}x baseline")
+    print("targets met (medians)" if ok else "TARGETS MISSED (medians)")
+    print(host_line())
 
 
 if __name__ == "__main__":

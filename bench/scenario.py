@@ -2,7 +2,8 @@
 
     python -m bench.scenario [--scenario ba-night] [--repeat 3]
 
-Three timings of the same scenario in the same run (best of ``--repeat``):
+Timings of the same scenario in the same run (median and spread of ``--repeat`` interleaved
+repeats):
 
 - ``timeline``: the kinematics and events worked out second by second (:func:`build`);
 - ``render``: timeline plus every record (:func:`render`), what ``frota check`` tests use;
@@ -11,14 +12,14 @@ Three timings of the same scenario in the same run (best of ``--repeat``):
   the least any renderer producing these records must spend.
 
 Printed: wall seconds, records/s, scenario seconds per wall second (× real time) and the ratio
-of render to the floor.
+to the floor, round by round.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from bench.common import best_run
+from bench.common import add_repeat, host_line, interleaved
 from protocols.records import dumps, ms_to_ts, validate
 from simulators.scenario import find, load
 from simulators.scenario.render import iter_records
@@ -29,7 +30,7 @@ def main() -> None:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scenario", default="ba-night", help="a shipped name or a file")
-    parser.add_argument("--repeat", type=int, default=3)
+    add_repeat(parser)
     args = parser.parse_args()
     sc = load(find(args.scenario))
     tl = build(sc)
@@ -53,15 +54,16 @@ def main() -> None:
     def full() -> int:
         return sum(len(dumps(validate(r))) > 0 for r in iter_records(build(sc)))
 
-    results = {name: best_run(job, args.repeat) for name, job in
-               (("floor", floor), ("timeline", timeline), ("render", render),
-                ("render+validate+json", full))}
-    base = results["floor"][0]
-    print(f"{sc.name}: {seconds} s of trip ({seconds / 3600:.1f} h), {n_records} records")
-    print(f"{'':<22} {'wall s':>8} {'records/s':>11} {'× real time':>12} {'÷ floor':>8}")
-    for name, (wall, _) in results.items():
-        per_s = n_records / wall if name != "timeline" else float("nan")
-        print(f"{name:<22} {wall:8.3f} {per_s:11,.0f} {seconds / wall:12,.0f} {wall / base:8.2f}")
+    walls, _ = interleaved({"floor": floor, "timeline": timeline, "render": render,
+                            "render+validate+json": full}, args.repeat)
+    base = walls["floor"]
+    print(f"{sc.name}: {seconds} s of trip ({seconds / 3600:.1f} h), {n_records} records; "
+          f"{args.repeat} interleaved repeats, median (spread); no target set by an issue")
+    for name, wall in walls.items():
+        rate = "" if name == "timeline" else f"; {wall.per(n_records).show()} records/s"
+        print(f"  {name:<22} {wall.show('{:.3f}')} s{rate}; "
+              f"{wall.per(seconds).median:,.0f}x real time; {wall.ratio(base).show('{:.2f}')}x floor")
+    print(host_line())
 
 
 if __name__ == "__main__":

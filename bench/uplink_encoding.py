@@ -1,6 +1,6 @@
 """Uplink payload encodings on realistic batches: size and CPU (encode on the Pi, decode at the collector).
 
-``.venv/bin/python -m bench.uplink_encoding``: 500-record batches of one bus's records (registrador
+``.venv/bin/python -m bench.uplink_encoding [--repeat 3]``: 500-record batches of one bus's records (registrador
 status and GPS fixes with their ``raw`` hex, door counts), encoded as JSON, zstd-compressed JSON
 (levels 1, 3, 9), msgpack and zstd-compressed msgpack. Prints bytes per record, compression
 ratio, and µs per record to encode and to decode, with JSON as the baseline of the same run.
@@ -8,6 +8,7 @@ ratio, and µs per record to encode and to decode, with JSON as the baseline of 
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable
 from typing import Any
@@ -16,11 +17,10 @@ import msgpack
 import zstandard
 
 from bench.busday import day_of_records
-from bench.common import best_seconds
+from bench.common import add_repeat, host_line, interleaved
 from protocols.uplink import encode_batch_json
 
 BATCH = 500
-REPEAT = 9  # runs per case, the best kept
 
 
 def _json(batch: list[dict[str, Any]]) -> bytes:
@@ -29,6 +29,9 @@ def _json(batch: list[dict[str, Any]]) -> bytes:
 
 def main() -> None:
     """Measure and print the table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    add_repeat(parser)
+    args = parser.parse_args()
     records = [rec for _, rec in day_of_records(20_000)]
     for i, rec in enumerate(records, start=1):
         rec["agent"] = "9b2f0c4e-6a51-4d0e-8f43-0d6c2e7a1b55"
@@ -51,32 +54,32 @@ def main() -> None:
             lambda p: msgpack.unpackb(zd.decompress(p)),
         ),
     }
-    base_size = base_enc = 0.0
-    print(f"{n} records in batches of {BATCH}")
-    print(f"{'encoding':<14} {'B/record':>9} {'ratio':>7} {'enc µs/rec':>11} {'dec µs/rec':>11} {'enc ×json':>10}")
-    for name, (enc, dec) in encoders.items():
-        payloads = [enc(b) for b in batches]
-        size = sum(len(p) for p in payloads) / n
-        t_enc = best_seconds(lambda enc=enc: [enc(b) for b in batches], REPEAT) / n * 1e6  # type: ignore[misc]
-        t_dec = best_seconds(lambda dec=dec, payloads=payloads: [dec(p) for p in payloads], REPEAT) / n * 1e6  # type: ignore[misc]
-        if name == "json":
-            base_size, base_enc = size, t_enc
-        print(
-            f"{name:<14} {size:9.1f} {base_size / size:7.2f} {t_enc:11.2f} {t_dec:11.2f} "
-            f"{t_enc / base_enc:10.2f}"
-        )
-
-
     # What the agent really does: the stored JSON of each record spliced, then zstd level 3.
     bodies = [[json.dumps(r, separators=(",", ":")) for r in b] for b in batches]
-    t_enc = best_seconds(
-        lambda: [encode_batch_json("ABC1D23", "a", b) for b in bodies], REPEAT
-    ) / n * 1e6
-    size = sum(len(encode_batch_json("ABC1D23", "a", b)) for b in bodies) / n
-    print(
-        f"{'agent path':<14} {size:9.1f} {base_size / size:7.2f} {t_enc:11.2f} {'':>11} "
-        f"{t_enc / base_enc:10.2f}   (stored JSON spliced + zstd3: encode_batch_json)"
-    )
+    payloads = {name: [enc(b) for b in batches] for name, (enc, _) in encoders.items()}
+    runs: dict[str, Callable[[], object]] = {}
+    for name, (enc, dec) in encoders.items():
+        runs[f"{name} enc"] = lambda enc=enc: [enc(b) for b in batches]  # type: ignore[misc]
+        runs[f"{name} dec"] = lambda dec=dec, p=payloads[name]: [dec(x) for x in p]  # type: ignore[misc]
+    runs["agent path enc"] = lambda: [encode_batch_json("ABC1D23", "a", b) for b in bodies]
+    seconds, _ = interleaved(runs, args.repeat)
+    per_record = {name: fig.scaled(1e6 / n) for name, fig in seconds.items()}
+    base_size = sum(len(p) for p in payloads["json"]) / n
+    base_enc = per_record["json enc"]
+    print(f"{n} records in batches of {BATCH}; {args.repeat} interleaved repeats, median (spread); "
+          "no target set by an issue")
+    for name in [*encoders, "agent path"]:
+        if name == "agent path":
+            size = sum(len(encode_batch_json("ABC1D23", "a", b)) for b in bodies) / n
+        else:
+            size = sum(len(p) for p in payloads[name]) / n
+        enc_us = per_record[f"{name} enc"]
+        dec_us = per_record.get(f"{name} dec")
+        print(f"  {name:<14} {size:7.1f} B/record, {base_size / size:5.2f}x smaller than JSON; "
+              f"encode {enc_us.show('{:.2f}')} µs/record ({enc_us.ratio(base_enc).show('{:.2f}')}x "
+              f"JSON)" + (f"; decode {dec_us.show('{:.2f}')} µs/record" if dec_us else ""))
+    print("  (agent path: the stored JSON spliced + zstd 3, encode_batch_json)")
+    print(host_line())
 
 
 if __name__ == "__main__":

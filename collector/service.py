@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -77,8 +79,40 @@ class _Server(uvicorn.Server):
             self.should_exit = True
 
 
+class StartError(RuntimeError):
+    """The collector cannot start as configured (its HTTP port is taken); the message says why."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The HTTP socket, bound (uvicorn listens on it); StartError when the port is taken.
+
+    Bound before anything else starts, so a collector that cannot serve HTTP neither connects to
+    the broker (taking another collector's session) nor creates a database.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise StartError(f"http: cannot listen on {host}:{port}: the port is already in use "
+                             "(another collector running? change http.port)") from err
+        reason = err.strerror or str(err)
+        raise StartError(f"http: cannot listen on {host}:{port}: {reason}") from err
+    return sock
+
+
 def run(config: CollectorConfig) -> int:
     """Run the collector until SIGINT/SIGTERM; return the exit status."""
+    sock = listen(config.http.host, config.http.port)
+    try:
+        return _run(config, sock)
+    finally:
+        sock.close()
+
+
+def _run(config: CollectorConfig, sock: socket.socket) -> int:
     vehicles = FleetVehicles(config.registry)
     store: Store = open_store(
         config.database.url,
@@ -118,11 +152,15 @@ def run(config: CollectorConfig) -> int:
         config.http.host,
         config.http.port,
     )
-    ingest.connect(config.broker)
+    try:
+        ingest.connect(config.broker)
+    except Exception:
+        store.close()
+        raise
     live = LiveFindings(store, config.registry)  # the rules, live (collector/findings.py)
     live.start()
     try:
-        server.run()
+        server.run(sockets=[sock])
     finally:
         ingest.close()
         live.stop()

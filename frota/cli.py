@@ -17,6 +17,7 @@ from typing import NoReturn
 from frota import __version__
 from frota.commands import agent, check, collector, decode, demo, provision, sim
 from frota.errors import UserError
+from simulators.errors import SimulatorError
 
 #: The subcommands, in the order ``frota --help`` lists them.
 COMMAND_MODULES: tuple[ModuleType, ...] = (
@@ -80,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         status: int = args.func(args)
-    except UserError as err:
+    except (UserError, SimulatorError) as err:
         print(f"frota {args.command}: error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -14,10 +14,10 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from frota.errors import UserError
 from protocols.apc import frames
 from simulators.cli import add_line_arguments, serve
 from simulators.clock import ScaledClock
+from simulators.errors import SimulatorError
 from simulators.runner import Emission
 
 
@@ -181,11 +181,11 @@ def run(args: argparse.Namespace) -> int:
     """Serve the door heads on a pty until interrupted or --duration."""
     last = args.first_address + args.doors - 1
     if args.doors < 1 or args.first_address < 1 or last > frames.MAX_ADDRESS:
-        raise UserError(f"door heads need addresses within 1-{frames.MAX_ADDRESS}")
+        raise SimulatorError(f"door heads need addresses within 1-{frames.MAX_ADDRESS}")
     if args.stop_every <= 0 or args.dwell <= 0 or args.per_stop < 0:
-        raise UserError("--stop-every and --dwell must be > 0, --per-stop >= 0")
+        raise SimulatorError("--stop-every and --dwell must be > 0, --per-stop >= 0")
     if args.dwell >= args.stop_every:
-        raise UserError(f"--dwell ({args.dwell:g}) must be shorter than --stop-every "
+        raise SimulatorError(f"--dwell ({args.dwell:g}) must be shorter than --stop-every "
                         f"({args.stop_every:g}): the doors open every --stop-every seconds")
 
     def make(clock: ScaledClock) -> SensorBus:

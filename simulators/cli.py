@@ -12,9 +12,9 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
-from frota.errors import UserError
 from protocols.records import RecordError, ts_to_ms
 from simulators.clock import ScaledClock
+from simulators.errors import SimulatorError
 from simulators.noise import Noise, NoiseConfig
 from simulators.pty import PtyPort
 from simulators.runner import DeviceModel, Runner, SentLog, Station
@@ -77,13 +77,13 @@ def add_line_arguments(parser: argparse.ArgumentParser, *, baud: int = 115_200) 
 def clock_from_args(args: argparse.Namespace) -> ScaledClock:
     """The device clock described by --start and --time-scale."""
     if args.time_scale <= 0:
-        raise UserError(f"--time-scale must be > 0, not {args.time_scale}")
+        raise SimulatorError(f"--time-scale must be > 0, not {args.time_scale}")
     start_ms = None
     if args.start is not None:
         try:
             start_ms = ts_to_ms(args.start)
         except RecordError as err:
-            raise UserError(f"--start: {err}") from err
+            raise SimulatorError(f"--start: {err}") from err
     return ScaledClock(start_ms, args.time_scale)
 
 
@@ -95,7 +95,7 @@ def noise_from_args(args: argparse.Namespace) -> Noise:
             unplug_every_s=args.unplug_every, unplug_for_s=args.unplug_for, seed=args.seed,
         )
     except ValueError as err:
-        raise UserError(str(err)) from err
+        raise SimulatorError(str(err)) from err
     return Noise(config)
 
 
@@ -107,7 +107,7 @@ def _open_log(path: str | None) -> Iterator[IO[str] | None]:
     try:
         stream = Path(path).open("w", encoding="utf-8")  # noqa: SIM115 (closed by the with below)
     except OSError as err:
-        raise UserError(f"cannot write --sent-log {path}: {err.strerror}") from err
+        raise SimulatorError(f"cannot write --sent-log {path}: {err.strerror}") from err
     with stream:
         yield stream
 
@@ -123,9 +123,9 @@ def serve(
     if args.link is not None:
         link = Path(args.link)
         if link.exists() and not link.is_symlink():
-            raise UserError(f"--link {link} exists and is not a symlink; choose another path")
+            raise SimulatorError(f"--link {link} exists and is not a symlink; choose another path")
         if not link.parent.is_dir():
-            raise UserError(f"--link {link}: directory {link.parent} does not exist")
+            raise SimulatorError(f"--link {link}: directory {link.parent} does not exist")
     model = model_factory(clock)
     with _open_log(args.sent_log) as log_stream:
         station = Station(
@@ -154,7 +154,7 @@ def run_stations(
         try:
             runner.open()
         except OSError as err:
-            raise UserError(f"cannot open a pseudo-terminal: {err}") from err
+            raise SimulatorError(f"cannot open a pseudo-terminal: {err}") from err
         runner.run(until, on_step)
     finally:
         runner.close()

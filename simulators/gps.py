@@ -17,10 +17,10 @@ from typing import Any
 
 import pynmea2
 
-from frota.errors import UserError
 from protocols.nmea import KNOT_KMH
 from simulators.cli import add_line_arguments, serve
 from simulators.clock import ScaledClock
+from simulators.errors import SimulatorError
 from simulators.runner import Emission
 from simulators.scenario.geo import Polyline
 
@@ -194,7 +194,7 @@ def register_sim(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve the GPS on a pty until interrupted or --duration."""
     if args.kmh < 0 or args.stop_every < 0 or args.void_every < 0:
-        raise UserError("--kmh, --stop-every and --void-every must be >= 0")
+        raise SimulatorError("--kmh, --stop-every and --void-every must be >= 0")
 
     def make(clock: ScaledClock) -> GpsReceiver:
         start = clock.now_ms()

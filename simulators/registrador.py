@@ -15,7 +15,6 @@ import math
 from collections import OrderedDict
 from typing import Any, Final, Protocol
 
-from frota.errors import UserError
 from protocols.registrador import frames as f
 from protocols.registrador.encoder import (
     Slot,
@@ -31,6 +30,7 @@ from protocols.registrador.flat import flatten
 from protocols.registrador.scanner import FrameScanner
 from simulators.cli import add_line_arguments, serve
 from simulators.clock import ScaledClock
+from simulators.errors import SimulatorError
 from simulators.runner import Emission
 
 RATES: Final = (1.0, 2.0, 5.0, 10.0)
@@ -309,7 +309,7 @@ def register_sim(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     """``frota sim registrador``: run the model on a pty until interrupted or --duration."""
     if args.first_seq < 0:
-        raise UserError(f"--first-seq must be >= 0, not {args.first_seq}")
+        raise SimulatorError(f"--first-seq must be >= 0, not {args.first_seq}")
     drive: list[DefaultDrive] = []
 
     def factory(clock: ScaledClock) -> RegistradorModel:

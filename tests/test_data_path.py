@@ -7,10 +7,7 @@ and a collector restart in the middle of the run. Real processes, real ptys, a p
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from frota import harness
 from tests.agent.helpers import VEHICLE
 from tests.agent.process import AgentProcess, write_agent_config
 from tests.collector.helpers import CollectorProcess
-from tests.services import PROJECT, Mosquitto, stop_process
+from tests.services import Mosquitto
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.pty, pytest.mark.slow]
 
@@ -29,35 +27,20 @@ pytestmark = [pytest.mark.mosquitto, pytest.mark.pty, pytest.mark.slow]
 START = "2026-03-02T14:00:00Z"
 
 
-class Simulator:
-    """``frota sim DEVICE`` as a real process on a pty reachable at ``link``, logging what it sent."""
+class Simulator(harness.SimulatorProcess):
+    """``frota sim DEVICE`` as a real process (the harness's) on a pty reachable at ``link``,
+    logging what it sent; started at once."""
 
     def __init__(self, folder: Path, device: str, *args: str) -> None:
-        self.link = folder / device
         self.sent = folder / f"{device}.sent.jsonl"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "frota", "sim", device, "--link", str(self.link),
-             "--sent-log", str(self.sent), "--start", START, "--time-scale", "20", *args],
-            cwd=PROJECT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-
-    def wait_ready(self) -> None:
-        """Wait until the pty is there."""
-        deadline = time.monotonic() + 20
-        while not self.link.exists():
-            assert self.proc.poll() is None, "the simulator died"
-            assert time.monotonic() < deadline, f"no pty at {self.link}"
-            time.sleep(0.02)
+        super().__init__(device, folder / device, "--sent-log", str(self.sent), "--start", START,
+                         "--time-scale", "20", *args)
+        self.start()
 
     def frames(self) -> list[int]:
         """Frame numbers sent live (history answers have string labels)."""
         entries = (json.loads(line) for line in self.sent.read_text().splitlines())
         return [e["label"] for e in entries if isinstance(e["label"], int)]
-
-    def stop(self) -> None:
-        """Stop the simulator."""
-        if self.proc.poll() is None:
-            stop_process(self.proc, signal.SIGINT, 10)
 
 
 @dataclass

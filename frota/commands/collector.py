@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         return service.run(config)
     except registry.RegistryError as err:
         raise UserError(f"fleet registry: {err}") from err
-    except (StoreError, MqttError) as err:
+    except (StoreError, MqttError, service.StartError) as err:
         raise UserError(str(err)) from err
 
 

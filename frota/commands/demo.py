@@ -27,10 +27,11 @@ from types import FrameType
 from typing import Any
 
 from collector.store_summary import VehicleSummary
+from frota import harness
 from frota.demo import report, services, watch
 from frota.demo.player import Player
-from frota.demo.services import Child
 from frota.errors import UserError
+from frota.harness import HarnessError
 
 #: The default time scale plays the whole scenario in about this many real seconds.
 TARGET_PLAY_S = 60.0
@@ -68,11 +69,12 @@ def register(subparsers: Any) -> None:
 
 def _scenario(name: str) -> tuple[Any, Any]:
     """The scenario and its timeline, or a UserError naming the option."""
+    from simulators.errors import SimulatorError
     from simulators.scenario.command import load_scenario
 
     try:
         return load_scenario(name)
-    except UserError as err:
+    except SimulatorError as err:
         raise UserError(f"--scenario {err}") from err
 
 
@@ -118,7 +120,9 @@ def _signals_interrupt() -> Iterator[None]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; 0 when every record arrived, 130 when interrupted."""
-    broker_binary = services.mosquitto_binary()
+    if harness.mosquitto_binary() is None:
+        raise UserError("mosquitto not found: install it (Debian: apt-get install mosquitto) "
+                        "or run 'bash scripts/demo.sh', which does")
     sc, tl = _scenario(args.scenario)
     if args.time_scale is not None and args.time_scale <= 0:
         raise UserError(f"--time-scale must be > 0, not {args.time_scale}")
@@ -128,38 +132,40 @@ def run(args: argparse.Namespace) -> int:
     # The player's lines are announced by the demo itself: its INFO logs would break the display.
     player_log = logging.getLogger("simulators")
     player_log.setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
-    return Demo(sc, tl, scale, workdir, broker_binary).run()
+    try:
+        return Demo(sc, tl, scale, workdir).run()
+    except HarnessError as err:  # a process died or never became ready: the one-line message
+        raise UserError(str(err)) from err
 
 
 class Demo:
     """One run of the demo: the processes, the player and what is printed."""
 
-    def __init__(self, sc: Any, tl: Any, scale: float, workdir: Path, broker: str) -> None:
+    def __init__(self, sc: Any, tl: Any, scale: float, workdir: Path) -> None:
         self.sc, self.tl, self.scale, self.workdir = sc, tl, scale, workdir
         self.ttys = {name: workdir / "ttys" / name for name in DEVICES}
         self.buffer = workdir / "buffer.sqlite"
         self.database = workdir / "collector.db"
         self.registry = workdir / "fleet.json"
-        self.broker_port = services.free_port()
-        self.http_port = services.free_port()
+        # Each child runs in its own process group, so a Ctrl-C on the terminal reaches only the
+        # demo, which then stops them in order (agent, collector, broker) and waits for each.
+        self.mosquitto = harness.Mosquitto(workdir, own_group=True)
+        self.broker_port = self.mosquitto.port
+        self.http_port = harness.free_port()
         while self.http_port == self.broker_port:
-            self.http_port = services.free_port()
-        self.mosquitto_conf = workdir / "mosquitto.conf"
+            self.http_port = harness.free_port()
+        self.mosquitto_conf = self.mosquitto.conf
         self.collector_conf = workdir / "collector.toml"
         self.agent_conf = workdir / "agent.toml"
-        self.mosquitto = Child("broker (mosquitto)", [broker, "-c", str(self.mosquitto_conf)],
-                               workdir / "mosquitto.log")
-        self.collector = Child("collector", services.frota_argv(
-            "collector", "run", "--config", str(self.collector_conf)), workdir / "collector.log")
-        self.agent = Child("agent", services.frota_argv(
-            "agent", "run", "--config", str(self.agent_conf)), workdir / "agent.log")
+        self.collector = harness.CollectorProcess(self.collector_conf, self.http_port,
+                                                  workdir / "collector.log", own_group=True)
+        self.agent = harness.AgentProcess(self.agent_conf, workdir / "agent.log", own_group=True)
         self.player = Player(sc, tl.duration_s, scale, workdir / "ttys")
         self.display = watch.Display()
 
     def write_configs(self) -> None:
         """The registry, the broker's, the collector's and the agent's configurations."""
         shutil.copyfile(self.sc.registry_path, self.registry)
-        services.write_mosquitto_conf(self.mosquitto_conf, self.broker_port)
         services.write_collector_conf(self.collector_conf, self.broker_port, self.http_port)
         services.write_agent_conf(self.agent_conf, self.sc.vehicle, self.broker_port,
                                   self.ttys, self.sc.doors)
@@ -175,7 +181,7 @@ class Demo:
 
     def check_children(self) -> None:
         """A UserError if a child or the player died."""
-        for child in (self.mosquitto, self.collector, self.agent):
+        for child in (self.mosquitto.child, self.collector.child, self.agent.child):
             child.check()
         if self.player.error is not None:
             raise UserError(f"the scenario player failed: {self.player.error}")
@@ -213,10 +219,8 @@ class Demo:
     def start(self) -> None:
         """Broker, collector, player (lines open), agent (listening on the lines)."""
         self.mosquitto.start()
-        services.wait_port(self.broker_port, self.mosquitto)
         print(f"  broker      mosquitto on 127.0.0.1:{self.broker_port} (pid {self.mosquitto.pid})")
-        self.collector.start()
-        services.wait_healthy(self.http_port, self.collector)
+        self.collector.start(wait_connected=True)
         print(f"  collector   pid {self.collector.pid}, database {_shown(self.database)}, "
               f"http://127.0.0.1:{self.http_port}/health")
         self.player.start()
@@ -224,7 +228,7 @@ class Demo:
             self.check_children()
         self.check_children()
         self.agent.start()
-        services.wait_open(self.agent, [str(p) for p in self.ttys.values()])
+        self.agent.wait_open(*self.ttys.values())
         print(f"  agent       pid {self.agent.pid}, buffer {_shown(self.buffer)}, reading "
               + ", ".join(f"{n} {_shown(p)}" for n, p in self.ttys.items()), flush=True)
         self.player.go.set()
@@ -271,7 +275,7 @@ class Demo:
         deadline = time.monotonic() + timeout
         found, as_of = report.live_findings(self.database)
         while (as_of is None or as_of <= since) and time.monotonic() < deadline:
-            self.collector.check()
+            self.collector.child.check()
             time.sleep(0.2)
             found, as_of = report.live_findings(self.database)
         return found, as_of

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from frota.errors import UserError
 from protocols.records import dumps, validate
+from simulators.errors import SimulatorError
 from simulators.noise import NoiseConfig
 from simulators.scenario import find, load, shipped
 from simulators.scenario.model import Scenario, ScenarioError
@@ -69,19 +69,19 @@ def register_sim(subparsers: Any) -> None:
 
 
 def load_scenario(name: str) -> tuple[Scenario, Timeline]:
-    """A scenario and its timeline, or a UserError naming the file and the mistake."""
+    """A scenario and its timeline, or a SimulatorError naming the file and the mistake."""
     path = find(name)
     if not path.exists():
-        raise UserError(f"{name}: no such file, and no shipped scenario of that name "
+        raise SimulatorError(f"{name}: no such file, and no shipped scenario of that name "
                         "(see 'frota sim scenario list')")
     try:
         sc = load(path)
     except ScenarioError as err:
-        raise UserError(str(err)) from err
+        raise SimulatorError(str(err)) from err
     try:
         return sc, build(sc)
     except ScenarioError as err:
-        raise UserError(f"{path.name}: {err}") from err
+        raise SimulatorError(f"{path.name}: {err}") from err
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -100,7 +100,7 @@ def run_render(args: argparse.Namespace) -> int:
         stream = (Path(args.output).open("w", encoding="utf-8")  # noqa: SIM115
                   if args.output else sys.stdout)
     except OSError as err:
-        raise UserError(f"cannot write {args.output}: {err.strerror}") from err
+        raise SimulatorError(f"cannot write {args.output}: {err.strerror}") from err
     try:
         for rec in iter_records(tl):
             stream.write(dumps(validate(rec)) + "\n")
@@ -114,20 +114,20 @@ def run_play(args: argparse.Namespace) -> int:
     """Play a scenario on three ptys."""
     sc, _ = load_scenario(args.file)
     if args.time_scale <= 0:
-        raise UserError(f"--time-scale must be > 0, not {args.time_scale}")
+        raise SimulatorError(f"--time-scale must be > 0, not {args.time_scale}")
     links = Path(args.links) if args.links else None
     if links is not None:
         if not links.is_dir():
-            raise UserError(f"--links {links} is not a directory")
+            raise SimulatorError(f"--links {links} is not a directory")
         for name in ("registrador", "gps", "apc"):
             if (links / name).exists() and not (links / name).is_symlink():
-                raise UserError(f"--links: {links / name} exists and is not a symlink")
+                raise SimulatorError(f"--links: {links / name} exists and is not a symlink")
     try:
         noise = NoiseConfig(ber=args.ber, garbage=args.garbage, seed=args.seed)
         play(sc, time_scale=args.time_scale, links=links, noise=noise,
              lead_in_s=args.lead_in, tail_s=args.tail)
     except ValueError as err:
-        raise UserError(str(err)) from err
+        raise SimulatorError(str(err)) from err
     except OSError as err:
-        raise UserError(f"cannot open a pseudo-terminal: {err}") from err
+        raise SimulatorError(f"cannot open a pseudo-terminal: {err}") from err
     return 0

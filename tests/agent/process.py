@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
+from frota import harness
 from tests.agent.helpers import VEHICLE
-from tests.services import PROJECT, stop_process
 
 
 def write_agent_config(
@@ -52,61 +48,14 @@ def write_agent_config(
     return path
 
 
-class AgentProcess:
-    """The agent as a real process; its log goes to ``agent.log`` beside the config."""
+class AgentProcess(harness.AgentProcess):
+    """The agent as a real process (the harness's), with a look into its buffer for the tests;
+    its log goes to ``agent.log`` beside the config."""
 
     def __init__(self, config: Path) -> None:
-        self.config = config
+        super().__init__(config)
         self.folder = config.parent
         self.buffer = self.folder / "buffer.sqlite"
-        self.log = self.folder / "agent.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, env: dict[str, str] | None = None) -> None:
-        """Start ``frota agent run`` (with ``env`` added to the environment)."""
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "frota", "agent", "run", "--config", str(self.config)],
-                cwd=PROJECT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=None if env is None else {**os.environ, **env},
-            )
-
-    def kill(self) -> None:
-        """SIGKILL: no flush, no goodbye (a power cut, as far as the process can tell)."""
-        assert self.proc is not None
-        self.proc.kill()
-        self.proc.wait()
-        self.proc = None
-
-    def wait_open(self, *ttys: str, timeout: float = 20.0) -> None:
-        """Wait until the agent process has every one of ``ttys`` open (seen in /proc)."""
-        assert self.proc is not None
-        fds = Path(f"/proc/{self.proc.pid}/fd")
-        wanted = {str(Path(t).resolve()) for t in ttys}
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc.poll() is None, self.log.read_text()
-            held = set()
-            for fd in fds.iterdir():
-                try:
-                    held.add(os.readlink(fd))
-                except OSError:
-                    continue
-            if wanted <= held:
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the agent never opened {wanted - held}: {self.log.read_text()}")
-            time.sleep(0.02)
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        """Send ``sig`` and wait; return the exit status."""
-        if self.proc is None:
-            return 0
-        status = stop_process(self.proc, sig, 30)
-        self.proc = None
-        return status
 
     def query(self, sql: str) -> list[tuple[object, ...]]:
         """Run a read query on the agent's buffer (WAL: safe while the agent writes)."""

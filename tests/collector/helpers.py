@@ -4,22 +4,18 @@ agent stand-in (a real paho client) that publishes batches and collects acknowle
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from frota import harness
 from protocols.records import Record, ms_to_ts, ts_to_ms
 from protocols.uplink import Ack, decode_ack, up_topic
-from tests.services import PROJECT, free_port, stop_process
 
 VEHICLES = ("ABC1D23", "XYZ9K88")
 FLEET: dict[str, Any] = {
@@ -53,68 +49,20 @@ def write_fleet(folder: Path) -> Path:
 
 def write_config(folder: Path, broker_url: str, http_port: int, extra: str = "") -> Path:
     """A collector.toml using fleet.json and collector.db in ``folder``."""
-    write_fleet(folder)
-    path = folder / "collector.toml"
-    path.write_text(
-        'registry = "fleet.json"\n'
-        f"{extra}"
-        f'[broker]\nurl = "{broker_url}"\nclient_id = "collector-under-test"\n'
-        '[database]\npath = "collector.db"\n'
-        f'[http]\nhost = "127.0.0.1"\nport = {http_port}\n'
-    )
-    return path
+    config, _ = harness.write_collector_files(folder, broker_url, FLEET, http_port=http_port,
+                                              extra=extra)
+    return config
 
 
-class CollectorProcess:
-    """``frota collector run`` as a real process on a free HTTP port."""
+class CollectorProcess(harness.CollectorProcess):
+    """``frota collector run`` as a real process (the harness's) on a free HTTP port, with the
+    two-vehicle fleet, ``collector.toml`` and ``collector.db`` in ``folder``."""
 
     def __init__(self, folder: Path, broker_url: str) -> None:
+        config, port = harness.write_collector_files(folder, broker_url, FLEET)
+        super().__init__(config, port)
         self.folder = folder
-        self.port = free_port()
-        self.config = write_config(folder, broker_url, self.port)
         self.db = folder / "collector.db"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = folder / "collector.log"
-
-    @property
-    def base(self) -> str:
-        """The HTTP base URL."""
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, *, wait_connected: bool = True) -> None:
-        """Start the process and wait until /health answers (200 when ``wait_connected``)."""
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "frota", "collector", "run", "--config", str(self.config)],
-                cwd=PROJECT,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        self.wait_health(200 if wait_connected else None)
-
-    def wait_health(self, status: int | None, timeout: float = 30.0) -> httpx.Response:
-        """Poll /health until it answers (with ``status`` when given)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc is not None
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                response = httpx.get(self.base + "/health", timeout=2)
-                if status is None or response.status_code == status:
-                    return response
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"/health never answered {status}: {self.log.read_text()}")
-            time.sleep(0.05)
-
-    def stop(self) -> int:
-        """SIGTERM and wait; return the exit status."""
-        if self.proc is None:
-            return 0
-        status = stop_process(self.proc, signal.SIGTERM, 15)
-        self.proc = None
-        return status
 
 
 class AgentSide:

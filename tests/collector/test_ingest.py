@@ -161,7 +161,7 @@ def test_malformed_payloads_are_kept_with_their_reason_and_answered(
     assert rejects[-1]["first_seq"] == 3
     assert json.loads(rejects[-1]["payload"]) == bad
     assert [r["seq"] for r in _stored(collector.db, V1)] == [2, 4]
-    health = collector.wait_health(200).json()
+    health = collector.wait_health(200)
     assert health["rejects"] == len(cases) + 1
 
 
@@ -187,7 +187,7 @@ def test_the_collector_resubscribes_after_a_broker_restart(
     collector: CollectorProcess, mosquitto: Mosquitto, agent: AgentSide
 ) -> None:
     mosquitto.stop()
-    down = collector.wait_health(503).json()
+    down = collector.wait_health(503)
     assert down["broker"]["connected"] is False
     assert down["status"] == "broker disconnected"
     mosquitto.start()

@@ -65,7 +65,7 @@ def test_the_collector_connects_over_tls(tmp_path: Path, tls_broker: tuple[Mosqu
     proc.config.write_text(text)
     proc.start()  # waits until /health says connected
     try:
-        body = proc.wait_health(200).json()
+        body = proc.wait_health(200)
         assert body["broker"]["connected"] is True
     finally:
         assert proc.stop() == 0
