@@ -49,6 +49,9 @@ MAX_SECONDS = 3600.0
 QUEUE_CHUNKS = 10_000
 #: How long the agent waits for a client's request line (seconds).
 REQUEST_TIMEOUT_S = 5.0
+#: A capture without an agent counts its seconds from the device's first word (or first report):
+#: opening may take a while (an SLCAN adapter is given 2 s after opening). At most this long.
+OPEN_GRACE_S = 15.0
 
 
 class CaptureError(Exception):
@@ -251,6 +254,9 @@ def standalone(
     source.taps = (tap,)
     source.start()
     try:
+        opening = time.monotonic() + OPEN_GRACE_S
+        while source.health is None and time.monotonic() < opening:
+            stop.wait(0.05)
         stop.wait(seconds)
     finally:
         stop.set()

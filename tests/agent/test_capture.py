@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from agent.capture import CaptureError, socket_path, through_agent
+from frota.cli import main
 from protocols.apc import DoorCounts, encode_counts, encode_request
 from protocols.apc.frames import READ_COUNTS
+from protocols.records import ts_to_ms
 from tests.agent.devices import DoorSensor, Registrador
 from tests.agent.helpers import VEHICLE, wait_until
 from tests.agent.process import AgentProcess, write_agent_config
@@ -184,20 +186,26 @@ def test_capture_never_fights_the_agent_for_the_port(
 
 
 def test_capture_errors_are_one_line(
-    tmp_path: Path, devices: tuple[Registrador, CountingSensor]
+    tmp_path: Path, devices: tuple[Registrador, CountingSensor], capsys: pytest.CaptureFixture[str]
 ) -> None:
     reg, _ = devices
     config = write_agent_config(tmp_path / "agent", NO_BROKER, registrador=reg.path)
-    run = capture(config, "gps", 1, tmp_path / "x.hex")
-    assert run.returncode == 1
-    assert run.stderr == (
+
+    def run(device: str, seconds: str, out: Path) -> str:
+        argv = ["agent", "capture", "--config", str(config), "--device", device,
+                "--seconds", seconds, "--out", str(out)]
+        assert main(argv) == 1
+        return capsys.readouterr().err
+
+    assert run("gps", "1", tmp_path / "x.hex") == (
         f"frota agent: error: --device: no device 'gps' in {config} (it has: registrador)\n"
     )
-    run = capture(config, "registrador", 0, tmp_path / "x.hex")
-    assert run.stderr == "frota agent: error: --seconds: 0 is not in (0, 3600]\n"
-    run = capture(config, "registrador", 1, tmp_path / "no-dir" / "x.hex")
-    assert run.returncode == 1
-    assert run.stderr.startswith("frota agent: error: --out: cannot write ")
+    assert run("registrador", "0", tmp_path / "x.hex") == (
+        "frota agent: error: --seconds: 0 is not in (0, 3600]\n"
+    )
+    err = run("registrador", "1", tmp_path / "no-dir" / "x.hex")
+    assert err.startswith("frota agent: error: --out: cannot write ")
+    assert err.count("\n") == 1
     # The agent's own answer to a device it does not have.
     agent = AgentProcess(config)
     agent.start()
@@ -208,3 +216,39 @@ def test_capture_errors_are_one_line(
             through_agent(socket_path(agent.buffer), "gps", 1, lambda line: None)
     finally:
         assert agent.stop() == 0
+
+
+def test_an_fms_capture_through_the_agent_decodes_to_what_it_stored(tmp_path: Path) -> None:
+    # An SLCAN adapter on a pty (tests/agent/test_fms_source.py): one device second per 20 ms.
+    from tests.agent.test_fms_agent import _config
+    from tests.agent.test_fms_source import Adapter
+
+    adapter = Adapter(tmp_path / "can")
+    config = _config(tmp_path / "agent", NO_BROKER, Path(adapter.path))
+    agent = AgentProcess(config)
+    agent.start()
+    try:
+        agent.wait_open(adapter.path)
+        agent.wait("kind = 'speed'", 5)
+        out = tmp_path / "tacho.hex"
+        run = capture(config, "tacho", 1, out)
+        assert run.returncode == 0, run.stderr
+        assert "through the running agent" in run.stderr
+        decoded = [r for r in decode("fms", out) if r["kind"] == "speed"]
+        agent.wait("kind = 'speed'", len(decoded) + 5)
+    finally:
+        assert agent.stop() == 0
+        adapter.close()
+    # Frames as SLCAN text (`T<id><len><data>\r`) in hex, which the FMS decoder reads back.
+    # Its records are the agent's, the time within 50 ms: a frame's time is its TD anchor plus
+    # the time since, which the agent takes from python-can's receive stamp and the capture from
+    # its line (measured: 0-1 ms apart, a few up to 12 ms on a loaded machine).
+    assert len(decoded) >= 10, out.read_text()[:2000]
+    speeds = stored(agent, "tacho", "speed")
+
+    def same(a: dict[str, object], b: dict[str, object]) -> bool:
+        apart = abs(ts_to_ms(str(a["ts"])) - ts_to_ms(str(b["ts"])))
+        return apart <= 50 and {**a, "ts": ""} == {**b, "ts": ""}
+
+    for record in decoded:
+        assert any(same(record, s) for s in speeds), record
