@@ -90,6 +90,14 @@ class Vehicle(_Model):
     capacity: int | None = Field(default=None, gt=0)
     #: Who may see the vehicle through the API (an ``operador`` token of this operator).
     operator: str | None = None
+    #: Its home profile: the time zone of its vehicle-days and of dates typed about it, and the
+    #: profile of its records outside any trip (else ``--profile``, the collector's default).
+    profile: str | None = None
+
+    @field_validator("profile")
+    @classmethod
+    def _known_profile(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else _known(value, info)
 
     @property
     def max_on_board(self) -> int:

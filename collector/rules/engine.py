@@ -139,7 +139,9 @@ class Engine:
 
     # ---- evaluation ----------------------------------------------------------------------
     def _vehicle(self, vehicle_id: str, ms: int) -> Vehicle:
-        v = self.vehicles[vehicle_id] = Vehicle(vehicle_id, self.default)
+        known = self.registry.vehicles.get(vehicle_id)
+        home = self.profiles.get(known.profile) if known is not None and known.profile else None
+        v = self.vehicles[vehicle_id] = Vehicle(vehicle_id, home or self.default)
         for hook in self._on_vehicle:
             hook(v, ms)
         return v

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from frota.errors import UserError
-from protocols.records import RecordError, ts_to_ms
 
 
 def register(subparsers: Any) -> None:
@@ -46,9 +45,11 @@ def register(subparsers: Any) -> None:
     )
     records_parser.add_argument("--vehicle", required=True, metavar="ID", help="the vehicle id")
     records_parser.add_argument(
-        "--since", required=True, metavar="TS", help="RFC 3339 time, inclusive"
+        "--since", required=True, metavar="TS",
+        help="RFC 3339 time, or a date (a day in the vehicle's local time), inclusive"
     )
-    records_parser.add_argument("--until", metavar="TS", help="RFC 3339 time, exclusive")
+    records_parser.add_argument("--until", metavar="TS",
+                                help="RFC 3339 time, or a date (local), exclusive")
     records_parser.set_defaults(func=records)
 
     from frota.commands.collector_findings import add_subcommands
@@ -86,23 +87,36 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(err)) from err
 
 
-def _ms(option: str, value: str | None) -> int | None:
+def person_ms(option: str, value: str | None, vehicle: str | None, config: Any) -> int | None:
+    """A time typed by a person: RFC 3339, or a date — a day in the vehicle's home profile's
+    zone (registry ``vehicles[].profile``, with ``--config``), else the default profile's."""
     if value is None:
         return None
+    from collector import registry
+    from collector.localtime import LocalTimeError, home_profile, person_time_ms
+    from collector.rules.profile import load_profiles
+
+    reg = None
+    if config is not None:
+        try:
+            reg = registry.load(config.registry)
+        except registry.RegistryError:
+            reg = None          # the zone then comes from the default profile
+    tz = home_profile(vehicle, reg, load_profiles()).tz
     try:
-        return ts_to_ms(value)
-    except RecordError:
-        raise UserError(
-            f"{option} {value!r} is not an RFC 3339 timestamp (e.g. 2026-03-02T14:10:00Z)"
-        ) from None
+        return person_time_ms(value, tz)
+    except LocalTimeError as err:
+        raise UserError(f"{option} {err}") from None
 
 
 def records(args: argparse.Namespace) -> int:
     """Print the stored records of a vehicle between two times as JSON Lines."""
     from collector.store import StoreError, open_store
 
-    since, until = _ms("--since", args.since), _ms("--until", args.until)
-    url = args.db if args.db is not None else _config(args.config).database.url
+    config = _config(args.config) if args.config is not None else None
+    since = person_ms("--since", args.since, args.vehicle, config)
+    until = person_ms("--until", args.until, args.vehicle, config)
+    url = args.db if config is None else config.database.url
     try:
         store = open_store(url, create=False)
     except StoreError as err:

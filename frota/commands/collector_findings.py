@@ -60,7 +60,11 @@ def add_subcommands(sub: Any) -> None:
     _source(findings)
     findings.add_argument("--vehicle", metavar="ID", help="only this vehicle's findings")
     findings.add_argument("--since", metavar="TS",
-                          help="only findings still open or ending at or after this time")
+                          help="only findings still open or ending at or after this time "
+                          "(RFC 3339, or a date: a day in the vehicle's local time)")
+    findings.add_argument("--local", action="store_true",
+                          help="one line per finding for people, in local time (each finding's "
+                          "profile's time zone) instead of JSON Lines in UTC")
     findings.set_defaults(func=run_findings)
 
 
@@ -179,20 +183,35 @@ def _check_deadline(store: Any, finding_id: str, vehicle: str) -> None:
 def run_findings(args: argparse.Namespace) -> int:
     """Print the stored findings."""
     from collector import findings
+    from collector.localtime import (
+        LocalTimeError,
+        finding_profile,
+        finding_text,
+        home_profile,
+        person_time_ms,
+    )
+    from collector.rules.profile import load_profiles
     from collector.store import StoreError
     from protocols.records import ms_to_ts
 
-    since = None if args.since is None else ts_to_ms(_canonical_ts("--since", args.since))
-    store, _ = _open(args)
+    store, reg = _open(args)
+    profiles = load_profiles()
     try:
+        since = None if args.since is None else person_time_ms(
+            args.since, home_profile(args.vehicle, reg, profiles).tz)
         found, as_of = findings.load(store, args.vehicle, since)
+    except LocalTimeError as err:
+        raise UserError(f"--since {err}") from None
     except StoreError as err:
         raise UserError(str(err)) from err
     finally:
         store.close()
     out = sys.stdout
     for one in found:
-        out.write(dumps(one) + "\n")
+        if args.local:
+            out.write(finding_text(one, finding_profile(one, reg, profiles)) + "\n")
+        else:
+            out.write(dumps(one) + "\n")
     out.flush()
     when = "never evaluated" if as_of is None else f"as of {ms_to_ts(as_of)}"
     print(f"{len(found)} findings, {when}", file=sys.stderr)

@@ -290,7 +290,8 @@ class Demo:
         self.mosquitto.stop()
         summary = report.summarize(self.database, self.sc.vehicle)
         print()
-        print("\n".join(report.summary_lines(summary)))
+        print("\n".join(report.summary_lines(
+            summary, report.vehicle_zone(self.registry, self.sc.vehicle))))
         if summary.last_ms is not None:
             found = report.trip_findings(self.database, self.registry, summary.last_ms)
             print()

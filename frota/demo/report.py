@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import orjson
 
+from collector.localtime import finding_profile, finding_text, home_profile, local_text
+from collector.rules.profile import load_profiles
 from collector.store import StoreError, open_store
 from collector.store_summary import VehicleSummary
 from protocols.records import ms_to_ts
@@ -30,11 +33,20 @@ def summarize(database: Path, vehicle: str) -> VehicleSummary:
         store.close()
 
 
-def summary_lines(s: VehicleSummary) -> list[str]:
-    """The summary as printed."""
+def vehicle_zone(registry_path: Path, vehicle: str) -> ZoneInfo:
+    """The local time of a vehicle: its home profile's zone (registry), else the default's."""
+    from collector import registry as fleet
+
+    return home_profile(vehicle, fleet.load(registry_path), load_profiles()).tz
+
+
+def summary_lines(s: VehicleSummary, tz: ZoneInfo | None = None) -> list[str]:
+    """The summary as printed (times in ``tz``, local time for people; UTC without)."""
+    def when(ms: int) -> str:
+        return _short_ts(ms_to_ts(ms)) if tz is None else local_text(ms_to_ts(ms), tz)
+
     lines = [f"Stored for {s.vehicle}: {s.total:,} records"
-             + (f", the trip from {_short_ts(ms_to_ts(s.first_ms))} to "
-                f"{_short_ts(ms_to_ts(s.last_ms))}"
+             + (f", the trip from {when(s.first_ms)} to {when(s.last_ms)}"
                 if s.first_ms is not None and s.last_ms is not None else "")]
     lines.append("  " + " · ".join(f"{kind} {n:,}" for kind, n in s.kinds))
     if s.odometer_m is not None:
@@ -79,19 +91,9 @@ def _short_ts(ts: str | None) -> str:
 
 
 def finding_line(f: Mapping[str, Any]) -> str:
-    """One finding on one line: severity, rule, who, when, the figures, the first legal basis."""
-    who = " ".join(str(f[k]) for k in ("vehicle", "driver", "line") if f.get(k))
-    details = f.get("details") or {}
-    figures = ", ".join(f"{k} {v}" for k, v in list(details.items())[:4]
-                        if isinstance(v, int | float | str) and len(str(v)) <= 30)
-    basis = (f.get("basis") or [""])[0]
-    text = (f"  {f.get('severity', ''):<10} {f.get('rule', ''):<24} {who}  "
-            f"{_short_ts(f.get('start'))} → {_short_ts(f.get('end'))}")
-    if figures:
-        text += f"  ({figures})"
-    if basis:
-        text += f"  [{basis}]"
-    return text
+    """One finding on one line: severity, rule, who, when (local time of the finding's
+    profile), the figures, the first legal basis, the validity caveat."""
+    return "  " + finding_text(f, finding_profile(f, None, load_profiles()))
 
 
 def findings_lines(found: Sequence[Mapping[str, Any]], as_of_ms: int,

@@ -88,11 +88,11 @@ def test_an_empty_range_says_so_on_stderr(db: Path, capsys: pytest.CaptureFixtur
     ("args", "message"),
     [
         (["--since", "yesterday"],
-         "frota collector: error: --since 'yesterday' is not an RFC 3339 timestamp "
-         "(e.g. 2026-03-02T14:10:00Z)\n"),
+         "frota collector: error: --since 'yesterday' is neither an RFC 3339 timestamp "
+         "(e.g. 2026-03-02T14:10:00Z) nor a date (2026-03-02, local)\n"),
         (["--since", "2026-03-02T00:00:00Z", "--until", "2026-03-02 14:00"],
-         "frota collector: error: --until '2026-03-02 14:00' is not an RFC 3339 timestamp "
-         "(e.g. 2026-03-02T14:10:00Z)\n"),
+         "frota collector: error: --until '2026-03-02 14:00' is neither an RFC 3339 timestamp "
+         "(e.g. 2026-03-02T14:10:00Z) nor a date (2026-03-02, local)\n"),
     ],
 )
 def test_a_bad_time_is_one_line_and_exit_1(db: Path, args: list[str], message: str) -> None:
@@ -114,3 +114,12 @@ def test_a_missing_database_is_an_error_and_is_not_created(
                  "--since", "2026-03-02T00:00:00Z"]) == 1
     assert capsys.readouterr().err == f"frota collector: error: no database at {missing}\n"
     assert not missing.exists()
+
+
+def test_dates_are_days_in_the_vehicles_local_time(db: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # the records are at 14:10–14:10:05Z on 2026-03-02 = 11:10 in São Paulo (the default
+    # profile's zone with --db): within the local day 2026-03-02 (03:00Z → 03:00Z next day)
+    assert main(["collector", "records", "--db", str(db), "--vehicle", V1,
+                 "--since", "2026-03-02", "--until", "2026-03-03"]) == 0
+    assert [r["seq"] for r in _lines(capsys.readouterr().out)] == [3, 2, 4, 1]
