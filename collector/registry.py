@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +22,8 @@ POINT_KINDS = ("terminal", "secao", "parada", "apoio")
 
 Service = Literal["rodoviario", "executivo", "leito", "suburbano", "semiurbano", "urbano"]
 PointKind = Literal["terminal", "secao", "parada", "apoio"]
+Weekday = Literal["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 
 
 class RegistryError(ValueError):
@@ -64,6 +67,29 @@ class SpeedZone(_Model):
     radius_m: float = Field(gt=0)
 
 
+class Departure(_Model):
+    """A scheduled departure: a local time (the line's profile's zone) on weekdays or dates."""
+
+    time: str = Field(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")
+    weekdays: tuple[Weekday, ...] = ()
+    dates: tuple[date, ...] = ()
+
+    def runs_on(self, day: date) -> bool:
+        """Whether this departure is scheduled on a local day."""
+        return day in self.dates or WEEKDAYS[day.weekday()] in self.weekdays
+
+
+class Timetable(_Model):
+    """What the operator promised the authority for a line: its departures, in force from
+    ``valid_from`` (a local date; without it, from the first record) until ``valid_until``
+    (exclusive), with the authority's service order (ordem de serviço) number."""
+
+    service_order: str | None = None
+    valid_from: date | None = None
+    valid_until: date | None = None
+    departures: tuple[Departure, ...] = Field(min_length=1)
+
+
 class Line(_Model):
     """A line: its profile (the state regulation that judges it), service, length and limits."""
 
@@ -75,6 +101,7 @@ class Line(_Model):
     speed_zones: tuple[SpeedZone, ...] = ()
     points: tuple[Point, ...] = ()
     standing_allowed: bool | None = None
+    timetable: Timetable | None = None
 
     @field_validator("profile")
     @classmethod
@@ -93,6 +120,10 @@ class Vehicle(_Model):
     #: Its home profile: the time zone of its vehicle-days and of dates typed about it, and the
     #: profile of its records outside any trip (else ``--profile``, the collector's default).
     profile: str | None = None
+    #: Year of manufacture (fleet age: SP 61 §1).
+    manufactured: int | None = Field(default=None, ge=1900, le=2100)
+    #: Dates of its annual inspections (vistorias: SP 62 §1, 64; BA 50).
+    inspections: tuple[date, ...] = ()
 
     @field_validator("profile")
     @classmethod

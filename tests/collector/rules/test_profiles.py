@@ -22,6 +22,8 @@ TABLE = {
     "trip.accident_data": ("SP", "BA", "TO"),
     "schedule.presence": ("BA", "TO"),
     "schedule.late_departure": ("SP", "BA"),
+    "schedule.trip_not_run": ("BA", "TO"),
+    "schedule.service_level": ("BA",),
     "occupancy.standing": ("SP", "BA", "TO"),
     "stops.unapproved": ("SP", "BA", "TO"),
     "occupancy.index": ("SP", "BA", "TO"),
