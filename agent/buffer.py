@@ -30,7 +30,8 @@ from agent import hostclock
 from agent.diskroom import release_reserve, reserve_path
 from agent.schema import MIGRATIONS as MIGRATIONS  # re-exported: the tests check the names
 from agent.schema import migrate, transaction
-from protocols.records import Record, device_key, ts_to_ms
+from protocols.chain import GENESIS, record_hash
+from protocols.records import Record, RecordError, device_key, ts_to_ms
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -41,6 +42,8 @@ WAL_PAGES: Final = 64
 PENDING: Final = 0
 STORED: Final = 1
 REJECTED: Final = 2
+#: The collector holds a different record under this identity: kept apart, never sent again.
+CONFLICT: Final = 3
 
 class BufferError(RuntimeError):
     """The buffer's database cannot be opened, migrated or written (``full``: no space left)."""
@@ -63,6 +66,8 @@ class Counts:
     stored: int
     rejected: int
     last_seq: int
+    #: Records the collector holds another version of (kept apart, never sent again).
+    conflicts: int = 0
 
 
 def _wall_ms() -> int:
@@ -95,16 +100,18 @@ def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
     return conn
 
 
-def _body(rec: Record, agent: str, seq: int) -> str:
-    """The record as stored and sent: common fields first, then agent and seq, then the rest."""
+def _body(rec: Record, agent: str, seq: int, prev: str) -> tuple[str, str]:
+    """The record as stored and sent — common fields first, then agent, seq and ``prev`` (the
+    chain hash of the record before it), then the rest — and its own chain hash."""
     out: dict[str, Any] = {"vehicle": rec["vehicle"], "ts": rec["ts"], "kind": rec["kind"]}
     out["agent"] = agent
     out["seq"] = seq
+    out["prev"] = prev
     for key, value in rec.items():
         if key not in out:
             out[key] = value
     # orjson: the same compact UTF-8 JSON as records.dumps, several times faster on the Pi.
-    return orjson.dumps(out).decode()
+    return orjson.dumps(out).decode(), record_hash(out)
 
 
 class Buffer:
@@ -181,6 +188,7 @@ class Buffer:
             self._limit_growth()
             with transaction(self.conn):
                 seq = self._last_seq() + 1
+                prev = self._last_hash()
                 frame: tuple[str, int, int] | None = None
                 repeat = False
                 for source, rec in items:
@@ -193,10 +201,14 @@ class Buffer:
                         repeat = self._known_frame(source, device_seq, ts_ms)
                     if repeat:
                         continue
+                    try:
+                        body, digest = _body(rec, self.agent, seq, prev)
+                    except RecordError as err:  # no canonical form: it cannot be chained
+                        log.error("record dropped, it cannot be chained: %s", err)
+                        continue
                     cur = self.conn.execute(
-                        "INSERT OR IGNORE INTO records "
-                        "(seq, ts_ms, kind, source, device_seq, device_key, body, captured_ms) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT OR IGNORE INTO records (seq, ts_ms, kind, source, device_seq, "
+                        "device_key, body, captured_ms, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             seq,
                             ts_ms,
@@ -204,16 +216,21 @@ class Buffer:
                             source,
                             device_seq,
                             device_key(rec, ts_ms),
-                            _body(rec, self.agent, seq),
+                            body,
                             now,
+                            digest,
                         ),
                     )
                     if cur.rowcount == 1:
                         seqs.append(seq)
                         seq += 1
+                        prev = digest
                 if seqs:
                     self.conn.execute(
                         "UPDATE meta SET value = ? WHERE key = 'last_seq'", (str(seqs[-1]),)
+                    )
+                    self.conn.execute(
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_hash', ?)", (prev,)
                     )
                 for source, state in (states or {}).items():
                     self.conn.execute(
@@ -292,13 +309,53 @@ class Buffer:
         return out
 
     def mark(
-        self, stored: Sequence[tuple[int, int]], rejected: Sequence[tuple[int, int, str]]
+        self,
+        stored: Sequence[tuple[int, int]],
+        rejected: Sequence[tuple[int, int, str]],
+        conflicts: Sequence[int] = (),
+        retryable: Sequence[bool] = (),
     ) -> int:
-        """Record the collector's answer: stored ranges, rejected ranges with reasons; return rows.
+        """Record the collector's answer: stored ranges, rejected ranges with reasons (and
+        whether each is retryable), conflicts; return rows changed.
 
         On a full disk the reserve file is given back and the answer written again.
         """
-        return self.when_full(lambda: self._mark(stored, rejected))
+        return self.when_full(lambda: self._mark(stored, rejected, conflicts, retryable))
+
+    def _last_hash(self) -> str:
+        """The chain hash of the last record given (GENESIS before the first)."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'last_hash'").fetchone()
+        if row is not None:
+            return str(row[0])
+        # A buffer from before chaining: chain on from its last record (docs/trust.md).
+        last = self.conn.execute("SELECT body FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+        if last is None:
+            return GENESIS
+        try:
+            return record_hash(orjson.loads(last[0]))
+        except (RecordError, orjson.JSONDecodeError):
+            return GENESIS
+
+    def hashes(self, seqs: Iterable[int]) -> dict[int, str]:
+        """The chain hash of each of ``seqs`` that the buffer still holds."""
+        wanted = sorted(set(seqs))
+        out: dict[int, str] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for seq, digest in self.conn.execute(
+                f"SELECT seq, hash FROM records WHERE seq IN ({marks}) AND hash IS NOT NULL",
+                chunk,
+            ):
+                out[int(seq)] = str(digest)
+        return out
+
+    def pending_in(self, first: int, last: int) -> int:
+        """How many records in seq ``first``..``last`` are pending."""
+        (count,) = self.conn.execute(
+            "SELECT COUNT(*) FROM records WHERE state = 0 AND seq BETWEEN ? AND ?", (first, last)
+        ).fetchone()
+        return int(count)
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database and start it over (its file's room is then reused)."""
@@ -325,22 +382,32 @@ class Buffer:
         return write()
 
     def _mark(
-        self, stored: Sequence[tuple[int, int]], rejected: Sequence[tuple[int, int, str]]
+        self,
+        stored: Sequence[tuple[int, int]],
+        rejected: Sequence[tuple[int, int, str]],
+        conflicts: Sequence[int] = (),
+        retryable: Sequence[bool] = (),
     ) -> int:
         now = _wall_ms()
         changed = 0
         with self._failing("write to"), transaction(self.conn):
+            for seq in conflicts:
+                changed += self.conn.execute(
+                    "UPDATE records SET state = 3, acked_ms = ? WHERE seq = ? AND state = 0",
+                    (now, seq),
+                ).rowcount
             for first, last in stored:
                 changed += self.conn.execute(
                     "UPDATE records SET state = 1, acked_ms = ? "
                     "WHERE seq BETWEEN ? AND ? AND state = 0",
                     (now, first, last),
                 ).rowcount
-            for first, last, reason in rejected:
+            for i, (first, last, reason) in enumerate(rejected):
+                again = int(bool(retryable[i])) if i < len(retryable) else 0
                 changed += self.conn.execute(
-                    "UPDATE records SET state = 2, reason = ?, acked_ms = ? "
+                    "UPDATE records SET state = 2, reason = ?, retryable = ?, acked_ms = ? "
                     "WHERE seq BETWEEN ? AND ? AND state = 0",
-                    (reason, now, first, last),
+                    (reason, again, now, first, last),
                 ).rowcount
         return changed
 
@@ -382,6 +449,7 @@ class Buffer:
             stored=int(by_state.get(STORED, 0)),
             rejected=int(by_state.get(REJECTED, 0)),
             last_seq=self.last_seq(),
+            conflicts=int(by_state.get(CONFLICT, 0)),
         )
 
     def last_device_seq(self, source: str) -> int | None:

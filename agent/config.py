@@ -191,6 +191,8 @@ class IdentityConfig(_Strict):
 
     key_file: Path
     cert_file: Path
+    #: The fleet CA: acknowledgements must be signed by a collector it certified.
+    ca_file: Path | None = None
 
 
 class UplinkConfig(_Strict):
@@ -292,6 +294,7 @@ def check_files(config: AgentConfig) -> None:
         "broker.tls.key_file": config.broker.tls.key_file,
         "identity.key_file": config.identity.key_file if config.identity else None,
         "identity.cert_file": config.identity.cert_file if config.identity else None,
+        "identity.ca_file": config.identity.ca_file if config.identity else None,
     }
     for key, path in named.items():
         if path is not None and not path.is_file():
@@ -374,7 +377,8 @@ def load_config(path: str | Path) -> AgentConfig:
     ident = config.identity
     if ident is not None:
         ident = ident.model_copy(
-            update={"key_file": rel(ident.key_file), "cert_file": rel(ident.cert_file)}
+            update={"key_file": rel(ident.key_file), "cert_file": rel(ident.cert_file),
+                    "ca_file": rel(ident.ca_file)}
         )
     config = config.model_copy(update={"broker": broker, "buffer": buffer, "identity": ident})
     check_files(config)

@@ -130,6 +130,7 @@ class Agent:
         return (
             f"received={received} captured={self.writer.captured} dupes={self.writer.duplicates} "
             f"sent={up.records_sent} stored={up.stored} rejected={up.rejected} "
+            f"conflicts={up.conflicts} acks_ignored={self.uplink.gate.counters.ignored} "
             f"backlog={self.backlog()} broker={'up' if up.connected else 'down'} {health}"
         )
 

@@ -52,6 +52,16 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
         CREATE INDEX records_device_kind ON records (seq) WHERE kind = 'device';
         """,
     ),
+    (
+        # Chained records (docs/trust.md): each record's chain hash, kept to bind the collector's
+        # acknowledgements to content and to sign checkpoints; whether a rejection is retryable.
+        # State 3 is a conflict: the collector holds another record under this identity.
+        "0004-chain",
+        """
+        ALTER TABLE records ADD COLUMN hash TEXT;
+        ALTER TABLE records ADD COLUMN retryable INTEGER NOT NULL DEFAULT 0
+        """,
+    ),
 )
 
 

@@ -86,6 +86,8 @@ def collect(config: AgentConfig, now_ms: int | None = None) -> dict[str, Any]:
         "backlog_oldest_ts": _iso(summary.oldest_pending_ts_ms),
         "stored": counts.stored,
         "rejected": counts.rejected,
+        # the collector holds another record under these seqs: kept apart, never resent
+        "conflicts": counts.conflicts,
         "last_seq": counts.last_seq,
         "last_ack": _iso(acked),
         "last_ack_s_ago": None if acked is None else round((now - acked) / 1000, 1),
@@ -120,7 +122,8 @@ def render(status: dict[str, Any]) -> str:
         + ("" if status["reserve_present"] else " (reserve file given back: the disk was full)"),
         f"backlog  {status['backlog']} records not yet confirmed"
         + (f" (oldest {status['backlog_oldest_ts']})" if status["backlog_oldest_ts"] else "")
-        + f"; {status['stored']} stored, {status['rejected']} rejected; last seq {status['last_seq']}",
+        + f"; {status['stored']} stored, {status['rejected']} rejected, "
+        f"{status['conflicts']} in conflict; last seq {status['last_seq']}",
         f"last ack {status['last_ack'] or 'none yet'}"
         + (f" ({_ago(status['last_ack_s_ago'])})" if status["last_ack"] else ""),
     ]

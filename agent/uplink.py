@@ -25,15 +25,16 @@ from dataclasses import dataclass, field
 
 import paho.mqtt.client as mqtt
 
+from agent.acks import AckGate
 from agent.buffer import Buffer, BufferError
 from agent.config import AgentConfig
+from protocols.chain import sign_checkpoint
+from protocols.identity import load_signing_key
 from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, Will, make_client
 from protocols.uplink import (
     MAX_PAYLOAD_BYTES,
     Ack,
-    PayloadError,
     ack_topic,
-    decode_ack,
     encode_batch_json,
     encode_status,
     mask_url,
@@ -85,6 +86,7 @@ class UplinkStats:
     resent_batches: int = 0
     stored: int = 0
     rejected: int = 0
+    conflicts: int = 0
     last_ack_mono: float | None = None
     bytes_sent: int = 0
     flights: int = 0
@@ -113,6 +115,9 @@ class Uplink:
         self.agent = self.buffer.agent
         self.wake = wake or threading.Event()
         self.stats = UplinkStats()
+        ident = config.identity
+        self.gate = AckGate(self.agent, ident.ca_file if ident is not None else None)
+        self.signing_key = load_signing_key(ident.key_file) if ident is not None else None
         self._acks: queue.Queue[Ack] = queue.Queue()
         self._connected_gen = 0  # bumped by every successful connect (paho's thread)
         self._seen_gen = 0
@@ -163,16 +168,11 @@ class Uplink:
         self.stats.connected = False
 
     def _on_message(self, msg: mqtt.MQTTMessage) -> None:
-        try:
-            ack = decode_ack(bytes(msg.payload))
-        except PayloadError as err:
-            log.warning("ignoring a bad acknowledgement on %s: %s", msg.topic, err)
-            return
-        if ack.agent != self.agent:
-            log.info("ignoring an acknowledgement for another agent id %s", ack.agent)
-            return
-        self._acks.put(ack)
-        self.wake.set()
+        # paho's thread: nothing may raise out of here (agent/acks.py reads the ack).
+        ack = self.gate.read(msg.topic, bytes(msg.payload))
+        if ack is not None:
+            self._acks.put(ack)
+            self.wake.set()
 
     # -- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -182,8 +182,11 @@ class Uplink:
 
     @property
     def alive(self) -> bool:
-        """True while the send loop runs."""
-        return self._thread.is_alive()
+        """True while the send loop and paho's network thread run (the watchdog's condition:
+        a dead network thread would leave the agent "connected" and silent for good)."""
+        network = getattr(self.client, "_thread", None)
+        started = self._thread.ident is not None
+        return self._thread.is_alive() and (not started or network is None or network.is_alive())
 
     def drain(self, timeout: float) -> bool:
         """Send everything pending now, without waiting for fuller batches; True if all answered."""
@@ -247,20 +250,28 @@ class Uplink:
         self._send_backlog()
 
     def _apply_acks(self) -> None:
-        """Record every ack that has arrived, in one buffer transaction."""
+        """Record every ack that has arrived and names what this agent sent (agent/acks.py),
+        in one buffer transaction."""
         stored: list[tuple[int, int]] = []
         rejected: list[tuple[int, int, str]] = []
+        retryable: list[bool] = []
+        conflicts: list[int] = []
         while True:
             try:
-                ack = self._acks.get_nowait()
+                ack = self.gate.bind(self._acks.get_nowait(), self.buffer)
             except queue.Empty:
                 break
             stored.extend(ack.stored)
             rejected.extend(ack.rejected)
-        if not stored and not rejected:
+            retryable.extend(ack.retryable)
+            conflicts.extend(ack.conflicts)
+        if not stored and not rejected and not conflicts:
             return
-        self.buffer.mark(stored, rejected)
-        answered = _covered(stored + [(a, b) for a, b, _ in rejected])
+        self.buffer.mark(stored, rejected, conflicts, retryable)
+        self.stats.conflicts += len(conflicts)
+        for seq in conflicts:
+            log.warning("collector holds another record as seq %d: kept apart, not sent again", seq)
+        answered = _covered(stored + [(a, b) for a, b, _ in rejected] + [(s, s) for s in conflicts])
         for key in list(self._flights):
             flight = self._flights[key]
             flight.seqs = {s for s in flight.seqs if not answered(s)}
@@ -332,10 +343,25 @@ class Uplink:
             self._backlog_cursor = rows[-1][0]
             self._publish(rows, "backlog")
 
+    def _checkpoint(self, rows: list[tuple[int, str]]) -> dict[str, object] | None:
+        """The signed checkpoint of the chain at the batch's last seq (docs/trust.md)."""
+        if self.signing_key is None or not rows:
+            return None
+        last = max(seq for seq, _ in rows)
+        digest = self.buffer.hashes([last]).get(last)
+        if digest is None:
+            return None
+        return sign_checkpoint(self.signing_key, self.vehicle, self.agent, last, digest).json()
+
     def _publish(self, rows: list[tuple[int, str]], lane: str) -> None:
-        """Send rows as one batch (split if the payload would be too large) and track it."""
+        """Send rows as one batch with its checkpoint (split if the payload would be too large)
+        and track it."""
         payload = encode_batch_json(
-            self.vehicle, self.agent, [body for _, body in rows], compress=self.config.uplink.compress
+            self.vehicle,
+            self.agent,
+            [body for _, body in rows],
+            compress=self.config.uplink.compress,
+            checkpoint=self._checkpoint(rows),
         )
         if len(payload) > MAX_PAYLOAD_BYTES and len(rows) > 1:
             half = len(rows) // 2

@@ -28,6 +28,7 @@ from collector.rules.engine import Engine
 from collector.rules.finding import Finding, sort_key
 from collector.rules.profile import Profile, load_profiles
 from collector.store import Store
+from collector.verifier import integrity_findings
 from protocols.records import now_ms, ts_to_ms
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,8 @@ class LiveFindings:
         as_of = now_ms()
         found = evaluate_store(self.store, self._reg(), as_of, self.profiles,
                                self.default_profile)
+        # The store's own findings (collector/verifier.py): equipment.integrity.
+        found += integrity_findings(self.store, self.default_profile)
         save(self.store, found, as_of)
         self.evaluations += 1
         log.debug("findings: %d at %d", len(found), as_of)

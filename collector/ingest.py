@@ -26,6 +26,7 @@ import paho.mqtt.client as mqtt
 
 from collector.config import BrokerConfig
 from collector.intake import Prepared, prepare
+from collector.signer import AckSigner
 from collector.store import Store, StoreError
 from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, make_client
 from protocols.records import ms_to_ts, now_ms
@@ -37,6 +38,7 @@ from protocols.uplink import (
     ack_topic,
     encode_ack,
     mask_url,
+    seq_ranges,
     vehicle_of_topic,
 )
 
@@ -111,8 +113,11 @@ class Ingest:
         known_vehicles: Callable[[], frozenset[str]],
         *,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
+        signer: AckSigner | None = None,
     ) -> None:
         self.store = store
+        #: Signs every acknowledgement (a provisioned collector's key, collector/signer.py).
+        self.signer = signer
         self.known_vehicles = known_vehicles
         self.max_payload_bytes = max_payload_bytes
         self.state = IngestState()
@@ -149,7 +154,9 @@ class Ingest:
 
     def _commit_many(self, group: list[Prepared]) -> list[tuple[str, Ack] | None]:
         """Store several prepared batches in ONE transaction; their acks, in order."""
-        counts = self.store.put_many([(p.rows, p.rejects, p.state_rows) for p in group])
+        counts = self.store.put_many(
+            [(p.rows, p.rejects, p.state_rows) for p in group], [p.chain for p in group]
+        )
         return [self._count(p, new) for p, new in zip(group, counts, strict=True)]
 
     def _count(self, prepared: Prepared, new: int) -> tuple[str, Ack] | None:
@@ -176,9 +183,28 @@ class Ingest:
                 else f"{len(prepared.rejects)} record(s), first seq {first.first_seq}"
             )
             log.warning("%s: rejected %s: %s", prepared.topic, what, first.reason)
+        for note in prepared.notes:
+            log.warning("%s: %s", prepared.topic, note)
         if vehicle is None or prepared.ack is None:
             return None
-        return vehicle, prepared.ack
+        ack = prepared.ack
+        conflicts = prepared.chain.conflicts if prepared.chain is not None else []
+        if conflicts:  # firmware-notes/mqtt.md: the agent keeps its version apart
+            log.warning("%s: %d record(s) conflict with stored ones (seq %s): both kept",
+                        prepared.topic, len(conflicts), conflicts[:10])
+            clash = set(conflicts)
+            stored = [seq for a, b in ack.stored for seq in range(a, b + 1) if seq not in clash]
+            ack.stored = seq_ranges(stored)
+            ack.conflicts = sorted(clash)
+            ack.hashes = {
+                seq: prepared.hashes[seq]
+                for seq in [*(b for _, b in ack.stored), *ack.conflicts,
+                            *(b for _, b, _ in ack.rejected)]
+                if seq in prepared.hashes
+            }
+        if self.signer is not None:
+            self.signer.sign(ack)
+        return vehicle, ack
 
     def handle_status(self, topic: str, payload: bytes) -> None:
         """Record an agent's retained ``online``/``offline`` status."""

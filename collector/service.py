@@ -19,8 +19,10 @@ from collector.config import CollectorConfig
 from collector.findings import LiveFindings
 from collector.http import Access, make_app
 from collector.ingest import Ingest
+from collector.signer import AckSigner
 from collector.store import Store, open_store
 from collector.tokens import Tokens
+from collector.verifier import ChainVerifier
 from protocols.uplink import mask_url
 
 log = logging.getLogger(__name__)
@@ -119,7 +121,13 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
         synchronous=config.database.synchronous,
         rejects_max_bytes=config.database.rejects_max_bytes,
     )
-    ingest = Ingest(store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes)
+    trust = config.trust
+    signer = (
+        AckSigner(trust.key_file, trust.cert_file, trust.ca_file) if trust is not None else None
+    )
+    ingest = Ingest(
+        store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes, signer=signer
+    )
     access = None
     if config.http.tokens_file is not None:
         access = Access(Tokens(config.http.tokens_file), vehicles.operators)
@@ -159,10 +167,16 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
         raise
     live = LiveFindings(store, config.registry)  # the rules, live (collector/findings.py)
     live.start()
+    verifier = None
+    if trust is not None:  # the chains and checkpoints, live (collector/verifier.py)
+        verifier = ChainVerifier(store, trust.ca_file, trust.keyring)
+        verifier.start()
     try:
         server.run(sockets=[sock])
     finally:
         ingest.close()
+        if verifier is not None:
+            verifier.stop()
         live.stop()
         store.close()
     return 0 if server.started else 1

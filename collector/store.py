@@ -31,7 +31,9 @@ from typing import Any, Final
 
 import orjson
 
+from collector import store_chain
 from collector import store_rejects as rejects_bound
+from collector.store_chain import ChainPart
 from collector.store_rejects import RejectsTally
 from collector.store_summary import StoreSummaries
 from protocols.records import Record, device_key, ts_to_ms
@@ -209,6 +211,7 @@ class Store(StoreSummaries, ABC):
                 Sequence[tuple[str, int, int, str | None]],
             ]
         ],
+        chains: Sequence[ChainPart | None] = (),
     ) -> list[int]:
         """:meth:`put` for several batches in ONE transaction (a group commit); how many records
         of each batch were new. Returns only after the commit. Past ``rejects_max_bytes`` the
@@ -217,8 +220,11 @@ class Store(StoreSummaries, ABC):
         with self._lock:
             tally = self.rejects_tally
             with self._transaction() as tx:
-                for rows, rejects, vehicles in groups:
+                for i, (rows, rejects, vehicles) in enumerate(groups):
                     counts.append(self._executemany(tx, INSERT_RECORD, rows) if rows else 0)
+                    part = chains[i] if i < len(chains) else None
+                    if part is not None:  # collector/store_chain.py: links, conflicts, checkpoint
+                        store_chain.write(self, tx, part, list(rows), counts[-1])
                     if rejects:
                         self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
                         added = sum(len(r.payload) for r in rejects)
@@ -247,6 +253,13 @@ class Store(StoreSummaries, ABC):
             stored = {**head, "seq": seq, **{k: v for k, v in rec.items() if k not in (*head, "seq")}}
             self._executemany(tx, INSERT_RECORD, [record_row(stored, received_ms)])
             return stored
+
+    def apply(self, statements: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> None:
+        """Run each (sql, rows) in ONE transaction (the chain verifier's bookkeeping)."""
+        with self._lock, self._transaction() as tx:
+            for sql, rows in statements:
+                if rows:
+                    self._executemany(tx, sql, rows)
 
     def replace_findings(self, rows: Sequence[tuple[Any, ...]], as_of_ms: int) -> None:
         """Replace every stored finding by ``rows`` (tuples in :data:`FINDING_COLUMNS` order) and

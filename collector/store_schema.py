@@ -114,4 +114,27 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "005_rejects_dropped",
         "ALTER TABLE rejects ADD COLUMN dropped_bytes BIGINT NOT NULL DEFAULT 0;",
     ),
+    Migration(
+        # Chained records (collector/store_chain.py, docs/trust.md): links (every agent record
+        # seen, hash-only entries included), the agents' signed checkpoints, conflicting records
+        # kept whole, integrity events (equipment.integrity), the verifier's cursor per agent.
+        "006_chain",
+        """
+        CREATE TABLE links (vehicle TEXT NOT NULL, agent TEXT NOT NULL, seq BIGINT NOT NULL,
+            hash TEXT NOT NULL, prev TEXT, state TEXT NOT NULL, received_ms BIGINT NOT NULL,
+            PRIMARY KEY (vehicle, agent, seq));
+        CREATE TABLE checkpoints (vehicle TEXT NOT NULL, agent TEXT NOT NULL, seq BIGINT NOT NULL,
+            hash TEXT NOT NULL, key TEXT NOT NULL, sig TEXT NOT NULL, received_ms BIGINT NOT NULL,
+            state TEXT NOT NULL DEFAULT 'new', PRIMARY KEY (vehicle, agent, seq, key));
+        CREATE INDEX checkpoints_state ON checkpoints (state);
+        CREATE TABLE conflicts (id {serial_pk}, vehicle TEXT NOT NULL, agent TEXT NOT NULL,
+            seq BIGINT NOT NULL, hash TEXT NOT NULL, cause TEXT NOT NULL, record TEXT NOT NULL,
+            received_ms BIGINT NOT NULL);
+        CREATE TABLE integrity (id {serial_pk}, vehicle TEXT NOT NULL, agent TEXT NOT NULL,
+            seq BIGINT NOT NULL, cause TEXT NOT NULL, detail TEXT NOT NULL, ts_ms BIGINT,
+            found_ms BIGINT NOT NULL, UNIQUE (vehicle, agent, seq, cause));
+        CREATE TABLE chain_state (vehicle TEXT NOT NULL, agent TEXT NOT NULL, seq BIGINT NOT NULL,
+            hash TEXT NOT NULL, PRIMARY KEY (vehicle, agent))
+        """,
+    ),
 )

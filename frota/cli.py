@@ -15,13 +15,13 @@ from types import ModuleType
 from typing import NoReturn
 
 from frota import __version__
-from frota.commands import agent, check, collector, decode, demo, provision, sim
+from frota.commands import agent, check, collector, decode, demo, provision, sim, verify
 from frota.errors import UserError
 from simulators.errors import SimulatorError
 
 #: The subcommands, in the order ``frota --help`` lists them.
 COMMAND_MODULES: tuple[ModuleType, ...] = (
-    demo, decode, sim, agent, collector, check, provision,
+    demo, decode, sim, agent, collector, check, provision, verify,
 )
 
 

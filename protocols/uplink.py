@@ -19,8 +19,14 @@ import zstandard
 from protocols.records import Record, RecordError, is_vehicle_id, validate
 
 #: Version of every uplink payload (batch, ack, status). Bump it, and note it in CHANGELOG.md,
-#: whenever a payload changes meaning.
-PAYLOAD_SCHEMA: Final = 1
+#: whenever a payload changes meaning. 2: records carry ``prev``, batches a signed
+#: ``checkpoint``; acks carry the chain hash of what they cover, ``retryable``, ``conflicts`` and
+#: the collector's signature.
+PAYLOAD_SCHEMA: Final = 2
+#: Bounds of an acknowledgement (firmware-notes/mqtt.md): entries per list, reason length.
+ACK_MAX_ENTRIES: Final = 10_000
+ACK_MAX_REASON: Final = 500
+MAX_SEQ: Final = (1 << 53) - 1
 TOPIC_ROOT: Final = "frota/v1"
 #: The collector's subscription to every vehicle's batches.
 UP_SUBSCRIPTION: Final = f"{TOPIC_ROOT}/+/up"
@@ -90,16 +96,30 @@ class Batch:
     agent: str
     records: list[Any]
     schema: int = PAYLOAD_SCHEMA
+    #: The agent's signed checkpoint, as sent (checked by the collector, see protocols/chain.py).
+    checkpoint: Any = None
 
 
 @dataclass
 class Ack:
-    """What the collector says about an agent's records: stored ranges and rejected ranges."""
+    """What the collector says about an agent's records (firmware-notes/mqtt.md): stored ranges,
+    rejected ranges (with a reason, retryable or final) and conflicts, each bound to content by
+    ``hashes`` (seq → the chain hash of the record at that seq: the last of each range, each
+    conflict), and signed by the collector (``collector``, ``key``, ``cert``, ``sig``)."""
 
     agent: str
     stored: list[tuple[int, int]] = field(default_factory=list)
     rejected: list[tuple[int, int, str]] = field(default_factory=list)
+    conflicts: list[int] = field(default_factory=list)
     schema: int = PAYLOAD_SCHEMA
+    #: One flag per ``rejected`` range: True when sending it again later may succeed.
+    retryable: list[bool] = field(default_factory=list, compare=False)
+    hashes: dict[int, str] = field(default_factory=dict, compare=False)
+    vehicle: str | None = field(default=None, compare=False)
+    collector: str | None = field(default=None, compare=False)
+    key: str | None = field(default=None, compare=False)
+    cert: str | None = field(default=None, compare=False)
+    sig: str | None = field(default=None, compare=False)
 
 
 def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
@@ -118,26 +138,42 @@ def _dumps(obj: Any) -> bytes:
 
 
 def encode_batch(
-    vehicle: str, agent: str, records: Sequence[Record], *, compress: bool = True, level: int = 3
+    vehicle: str,
+    agent: str,
+    records: Sequence[Record],
+    *,
+    compress: bool = True,
+    level: int = 3,
+    checkpoint: dict[str, Any] | None = None,
 ) -> bytes:
     """A batch payload; zstd-compressed JSON when ``compress`` (see mqtt.md for the measurement)."""
-    body = _dumps(
-        {"schema": PAYLOAD_SCHEMA, "vehicle": vehicle, "agent": agent, "records": list(records)}
-    )
+    head: dict[str, Any] = {"schema": PAYLOAD_SCHEMA, "vehicle": vehicle, "agent": agent}
+    if checkpoint is not None:
+        head["checkpoint"] = checkpoint
+    body = _dumps({**head, "records": list(records)})
     if not compress:
         return body
     return zstandard.ZstdCompressor(level=level).compress(body)
 
 
 def encode_batch_json(
-    vehicle: str, agent: str, records_json: Sequence[str], *, compress: bool = True, level: int = 3
+    vehicle: str,
+    agent: str,
+    records_json: Sequence[str],
+    *,
+    compress: bool = True,
+    level: int = 3,
+    checkpoint: dict[str, Any] | None = None,
 ) -> bytes:
     """The same payload as :func:`encode_batch` from records already serialised as JSON objects.
 
     The agent's buffer stores each record's JSON once; splicing it avoids a parse and a dump per
     record on the Pi.
     """
-    head = _dumps({"schema": PAYLOAD_SCHEMA, "vehicle": vehicle, "agent": agent, "records": []})
+    obj: dict[str, Any] = {"schema": PAYLOAD_SCHEMA, "vehicle": vehicle, "agent": agent}
+    if checkpoint is not None:
+        obj["checkpoint"] = checkpoint
+    head = _dumps({**obj, "records": []})
     body = head[:-3] + b"[" + ",".join(records_json).encode() + b"]}"
     if not compress:
         return body
@@ -159,6 +195,8 @@ def _loads(payload: bytes) -> Any:
         return json.loads(payload)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise PayloadError(f"not JSON: {err}") from err
+    except RecursionError as err:
+        raise PayloadError("JSON nested too deep") from err
 
 
 def _envelope(obj: Any, *keys: str) -> dict[str, Any]:
@@ -180,7 +218,9 @@ def decode_batch(payload: bytes) -> Batch:
     records = obj.get("records")
     if not isinstance(records, list):
         raise PayloadError("payload field 'records' missing or not a list")
-    return Batch(vehicle=obj["vehicle"], agent=obj["agent"], records=records)
+    return Batch(
+        vehicle=obj["vehicle"], agent=obj["agent"], records=records, checkpoint=obj.get("checkpoint")
+    )
 
 
 def check_record(batch: Batch, obj: Any) -> Record:
@@ -196,29 +236,107 @@ def check_record(batch: Batch, obj: Any) -> Record:
     return rec
 
 
+def ack_body(ack: Ack) -> dict[str, Any]:
+    """The acknowledgement as a JSON object (what the collector signs, without ``sig``)."""
+    body: dict[str, Any] = {
+        "schema": PAYLOAD_SCHEMA,
+        "agent": ack.agent,
+        "stored": [[a, b, ack.hashes.get(b)] for a, b in ack.stored],
+        "rejected": [
+            {
+                "first": a,
+                "last": b,
+                "reason": why[:ACK_MAX_REASON],
+                "retryable": bool(ack.retryable[i]) if i < len(ack.retryable) else False,
+                "hash": ack.hashes.get(b),
+            }
+            for i, (a, b, why) in enumerate(ack.rejected)
+        ],
+        "conflicts": [[seq, ack.hashes.get(seq)] for seq in ack.conflicts],
+    }
+    for name in ("vehicle", "collector", "key", "cert"):
+        if getattr(ack, name) is not None:
+            body[name] = getattr(ack, name)
+    return body
+
+
 def encode_ack(ack: Ack) -> bytes:
     """An acknowledgement payload."""
-    return _dumps(
-        {
-            "schema": PAYLOAD_SCHEMA,
-            "agent": ack.agent,
-            "stored": [list(r) for r in ack.stored],
-            "rejected": [{"first": a, "last": b, "reason": why} for a, b, why in ack.rejected],
-        }
-    )
+    body = ack_body(ack)
+    if ack.sig is not None:
+        body["sig"] = ack.sig
+    return _dumps(body)
+
+
+def _seq(value: Any, what: str) -> int:
+    if type(value) is not int or not 1 <= value <= MAX_SEQ:
+        raise PayloadError(f"malformed acknowledgement: {what} {value!r} is not a seq")
+    return value
+
+
+def _hash(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) != 64 or value.strip("0123456789abcdef"):
+        raise PayloadError(f"malformed acknowledgement: {what} is not a chain hash")
+    return value
+
+
+def _range(first: Any, last: Any, what: str) -> tuple[int, int]:
+    a, b = _seq(first, what), _seq(last, what)
+    if a > b:
+        raise PayloadError(f"malformed acknowledgement: {what} {a}-{b} runs backwards")
+    return a, b
+
+
+def _entries(obj: dict[str, Any], key: str) -> list[Any]:
+    value = obj.get(key, [])
+    if not isinstance(value, list) or len(value) > ACK_MAX_ENTRIES:
+        raise PayloadError(f"malformed acknowledgement: {key!r} is not a list of at most "
+                           f"{ACK_MAX_ENTRIES}")
+    return value
 
 
 def decode_ack(payload: bytes) -> Ack:
-    """Decode an acknowledgement; raise PayloadError if it is not one."""
+    """Decode an acknowledgement; raise PayloadError if it is not one. Every field is checked
+    for its type and bounds (a seq is an integer in 1..2**53-1, never ``1e999``), so nothing a
+    broker delivers can make the agent raise anything else."""
     obj = _envelope(_loads(payload), "agent")
-    try:
-        stored = [(int(a), int(b)) for a, b in obj.get("stored", [])]
-        rejected = [
-            (int(r["first"]), int(r["last"]), str(r["reason"])) for r in obj.get("rejected", [])
-        ]
-    except (TypeError, ValueError, KeyError) as err:
-        raise PayloadError(f"malformed acknowledgement: {err}") from err
-    return Ack(agent=obj["agent"], stored=stored, rejected=rejected)
+    ack = Ack(agent=obj["agent"])
+    for entry in _entries(obj, "stored"):
+        if not isinstance(entry, list) or len(entry) not in (2, 3):
+            raise PayloadError("malformed acknowledgement: a stored entry is not [first, last, hash]")
+        a, b = _range(entry[0], entry[1], "stored")
+        ack.stored.append((a, b))
+        digest = _hash(entry[2] if len(entry) == 3 else None, "stored hash")
+        if digest is not None:
+            ack.hashes[b] = digest
+    for entry in _entries(obj, "rejected"):
+        if not isinstance(entry, dict):
+            raise PayloadError("malformed acknowledgement: a rejected entry is not an object")
+        a, b = _range(entry.get("first"), entry.get("last"), "rejected")
+        reason, retryable = entry.get("reason"), entry.get("retryable", False)
+        if not isinstance(reason, str) or not isinstance(retryable, bool):
+            raise PayloadError("malformed acknowledgement: a rejected entry lacks its reason")
+        ack.rejected.append((a, b, reason[:ACK_MAX_REASON]))
+        ack.retryable.append(retryable)
+        digest = _hash(entry.get("hash"), "rejected hash")
+        if digest is not None:
+            ack.hashes[b] = digest
+    for entry in _entries(obj, "conflicts"):
+        if not isinstance(entry, list) or len(entry) != 2:
+            raise PayloadError("malformed acknowledgement: a conflict entry is not [seq, hash]")
+        seq = _seq(entry[0], "conflict")
+        ack.conflicts.append(seq)
+        digest = _hash(entry[1], "conflict hash")
+        if digest is not None:
+            ack.hashes[seq] = digest
+    for name in ("vehicle", "collector", "key", "cert", "sig"):
+        value = obj.get(name)
+        if value is not None and (not isinstance(value, str) or len(value) > 8192):
+            raise PayloadError(f"malformed acknowledgement: {name!r} is not a string")
+        setattr(ack, name, value)
+    return ack
 
 
 def encode_status(vehicle: str, agent: str, status: str, ts: str | None = None) -> bytes:

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.buffer import BufferError
     from agent.config import ConfigError, check_start, load_config
     from agent.main import run as run_agent
+    from protocols.identity import IdentityError
     from protocols.mqtt_client import MqttError
 
     # stderr (the journal under systemd), rate-limited so a noisy line cannot fill the SD card.
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         check_start(config)
         return run_agent(config)
-    except (ConfigError, BufferError, MqttError) as err:
+    except (ConfigError, BufferError, MqttError, IdentityError) as err:
         raise UserError(str(err)) from err
 
 

@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the collector with the configuration file."""
     from collector import registry, service
     from collector.store import StoreError
+    from protocols.identity import IdentityError
     from protocols.mqtt_client import MqttError
 
     config = _config(args.config)
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return service.run(config)
     except registry.RegistryError as err:
         raise UserError(f"fleet registry: {err}") from err
-    except (StoreError, MqttError, service.StartError) as err:
+    except (StoreError, MqttError, IdentityError, service.StartError) as err:
         raise UserError(str(err)) from err
 
 

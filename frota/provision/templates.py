@@ -74,6 +74,7 @@ ca_file = "ca.crt"
 [identity]
 key_file = "signing.key"            # signs the chain checkpoints (firmware-notes/mqtt.md)
 cert_file = "signing.crt"
+ca_file = "ca.crt"                  # acknowledgements must be signed by a collector it certified
 
 [[devices]]
 name = "registrador"

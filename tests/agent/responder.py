@@ -1,7 +1,8 @@
 """A small test-side collector stand-in: subscribes to every vehicle's batches and acks them.
 
 Real paho client against the real private Mosquitto; it stores records in memory by
-(vehicle, agent, seq) and answers like the collector (stored ranges, rejected ranges).
+(vehicle, agent, seq) and answers like the collector (stored ranges, rejected ranges, each bound to the chain hash of
+its last record).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
+from protocols.chain import record_hash
 from protocols.uplink import (
     UP_SUBSCRIPTION,
     Ack,
@@ -75,6 +77,9 @@ class Responder:
                 stored.append(seq)
             self.changed.notify_all()
         ack = Ack(agent=batch.agent, stored=seq_ranges(stored), rejected=rejected)
+        # Bound to content, as the collector's: the chain hash of the last record of each range.
+        hashes = {int(rec["seq"]): record_hash(rec) for rec in batch.records}
+        ack.hashes = {b: hashes[b] for _, b in ack.stored} | {b: hashes[b] for _, b, _ in rejected}
         client.publish(ack_topic(batch.vehicle), encode_ack(ack), qos=1)
 
     def wait_for(self, predicate: Callable[[], bool], timeout: float = 20.0) -> bool:

@@ -1,0 +1,179 @@
+"""The collector's live check of the agents' chains and checkpoints (``docs/trust.md``).
+
+A background thread, every ``interval_s``: for each agent, the links received since the last
+pass are walked as far as they are contiguous (live records run ahead of a backlog, so a stretch
+is verified once the seqs before it have arrived): each ``prev`` must be the hash of the record
+before it. Each new checkpoint is verified against the keyring (a key certified for the vehicle,
+valid when the checkpoint was received) and against the hash of the record at its seq once that
+has arrived. What fails becomes an ``integrity`` row (``chain_break``, ``bad_signature``; the
+ingest adds ``conflict``), shown as an ``equipment.integrity`` finding. ``frota verify`` checks
+the whole store again from the records themselves (collector/chaincheck.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Final
+
+from collector.store import Store
+from collector.store_chain import INSERT_INTEGRITY
+from protocols.chain import GENESIS, Checkpoint, checkpoint_valid
+from protocols.identity import IdentityError, load_cert_file
+from protocols.keyring import Keyring, load_keyring
+from protocols.records import ms_to_ts
+
+log = logging.getLogger(__name__)
+
+#: Links read per agent per pass (a long backlog is verified over several passes).
+PAGE: Final = 5000
+BASIS: Final = ("CTB art. 105 II", "Resolução CONTRAN 938/2022")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ChainVerifier:
+    """Verifies new links and checkpoints of a store; :meth:`run_once` is one pass."""
+
+    def __init__(self, store: Store, ca_file: Path, keyring_path: Path,
+                 interval_s: float = 2.0) -> None:
+        self.store = store
+        self.ca = load_cert_file(ca_file)
+        self.keyring_path = keyring_path
+        self.interval_s = interval_s
+        self._stamp: tuple[int, int] | None = None
+        self.keyring = Keyring([])
+        self._reload()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chain-verifier", daemon=True)
+
+    def _reload(self) -> None:
+        try:
+            st = os.stat(self.keyring_path)
+            stamp = (st.st_mtime_ns, st.st_size)
+            if stamp != self._stamp:
+                self.keyring = load_keyring(self.keyring_path, self.ca)
+                self._stamp = stamp
+                for problem in self.keyring.problems:
+                    log.error("keyring: %s", problem)
+        except (OSError, IdentityError) as err:
+            log.error("keyring not (re)loaded, keeping the previous one: %s", err)
+
+    def start(self) -> None:
+        """Start the background thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop it."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.run_once()
+            except Exception:  # the verifier must never take the collector down
+                log.exception("chain verifier: pass failed")
+
+    def run_once(self) -> int:
+        """One pass; returns how many integrity events it found."""
+        self._reload()
+        events: list[tuple[Any, ...]] = []
+        cursors: list[tuple[Any, ...]] = []
+        now = _now_ms()
+        read = self.store._read
+        state = {(v, a): (int(s), str(h)) for v, a, s, h in read(
+            "SELECT vehicle, agent, seq, hash FROM chain_state")}
+        for vehicle, agent, top in read(
+            "SELECT vehicle, agent, max(seq) FROM links GROUP BY vehicle, agent"
+        ):
+            seq, expected = state.get((vehicle, agent), (0, GENESIS))
+            if int(top) <= seq:
+                continue
+            start = seq
+            for link_seq, digest, prev in read(
+                "SELECT seq, hash, prev FROM links WHERE vehicle = ? AND agent = ? AND seq > ? "
+                "ORDER BY seq LIMIT ?", (vehicle, agent, seq, PAGE)
+            ):
+                if int(link_seq) != seq + 1:
+                    break  # not contiguous yet: the rest waits for the seqs before it
+                if prev != expected:
+                    events.append((vehicle, agent, int(link_seq), "chain_break",
+                                   "prev is not the hash of the record before it", None, now))
+                seq, expected = int(link_seq), str(digest)
+            if seq != start:
+                cursors.append((vehicle, agent, seq, expected))
+        checked: list[tuple[Any, ...]] = []
+        for vehicle, agent, seq, digest, kid, sig, received in read(
+            "SELECT vehicle, agent, seq, hash, key, sig, received_ms FROM checkpoints "
+            "WHERE state = 'new' LIMIT ?", (PAGE,)
+        ):
+            verdict = self._checkpoint(vehicle, agent, Checkpoint(int(seq), digest, kid, sig),
+                                       int(received), events, now)
+            if verdict is not None:
+                checked.append((verdict, vehicle, agent, seq, kid))
+        self.store.apply([
+            (INSERT_INTEGRITY, events),
+            ("INSERT INTO chain_state (vehicle, agent, seq, hash) VALUES (?, ?, ?, ?) "
+             "ON CONFLICT (vehicle, agent) DO UPDATE SET seq = excluded.seq, hash = excluded.hash",
+             cursors),
+            ("UPDATE checkpoints SET state = ? WHERE vehicle = ? AND agent = ? AND seq = ? "
+             "AND key = ?", checked),
+        ])
+        for event in events:
+            log.warning("integrity: %s agent %s seq %s: %s (%s)", *event[:5])
+        return len(events)
+
+    def _checkpoint(self, vehicle: str, agent: str, cp: Checkpoint, received_ms: int,
+                    events: list[tuple[Any, ...]], now: int) -> str | None:
+        entry = self.keyring.find("vehicle", vehicle, cp.key)
+        if entry is None or not entry.valid_at(received_ms) or not checkpoint_valid(
+            entry.key, vehicle, agent, cp
+        ):
+            events.append((vehicle, agent, cp.seq, "bad_signature",
+                           "checkpoint not signed by a key certified for this vehicle", None, now))
+            return "bad"
+        link = self.store._read(
+            "SELECT hash FROM links WHERE vehicle = ? AND agent = ? AND seq = ?",
+            (vehicle, agent, cp.seq),
+        )
+        if not link:
+            return None  # its record has not arrived yet
+        if link[0][0] != cp.hash:
+            events.append((vehicle, agent, cp.seq, "chain_break",
+                           "signed checkpoint names another record than the one stored", None, now))
+            return "bad"
+        return "good"
+
+
+def integrity_findings(store: Store, profile: str) -> list[dict[str, Any]]:
+    """The store's integrity events as ``equipment.integrity`` findings (store-only, like
+    ``retention.minimum``; severity ``warning``: the evidence of that vehicle cannot be relied
+    on there, whoever caused it)."""
+    out: list[dict[str, Any]] = []
+    for vehicle, agent, seq, cause, detail, ts_ms, found_ms in store._read(
+        "SELECT vehicle, agent, seq, cause, detail, ts_ms, found_ms FROM integrity"
+    ):
+        at = int(ts_ms if ts_ms is not None else found_ms)
+        text = f"equipment.integrity|{vehicle}|{agent}|{seq}|{cause}"
+        out.append({
+            "id": hashlib.sha256(text.encode()).hexdigest()[:20],
+            "rule": "equipment.integrity",
+            "profile": profile,
+            "severity": "warning",
+            "vehicle": vehicle,
+            "driver": None,
+            "trip": None,
+            "line": None,
+            "start": ms_to_ts(at),
+            "end": None,
+            "basis": list(BASIS),
+            "details": {"cause": cause, "agent": agent, "seq": int(seq), "detail": detail},
+        })
+    return out
