@@ -343,10 +343,16 @@ class Buffer:
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for seq, digest in self.conn.execute(
-                f"SELECT seq, hash FROM records WHERE seq IN ({marks}) AND hash IS NOT NULL",
+            for seq, digest, body in self.conn.execute(
+                f"SELECT seq, hash, CASE WHEN hash IS NULL THEN body END FROM records "
+                f"WHERE seq IN ({marks})",
                 chunk,
             ):
+                if digest is None:  # captured before chaining: hashed as the collector does
+                    try:
+                        digest = record_hash(orjson.loads(body))
+                    except (RecordError, orjson.JSONDecodeError):
+                        continue
                 out[int(seq)] = str(digest)
         return out
 

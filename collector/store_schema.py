@@ -132,7 +132,8 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             received_ms BIGINT NOT NULL);
         CREATE TABLE integrity (id {serial_pk}, vehicle TEXT NOT NULL, agent TEXT NOT NULL,
             seq BIGINT NOT NULL, cause TEXT NOT NULL, detail TEXT NOT NULL, ts_ms BIGINT,
-            found_ms BIGINT NOT NULL, UNIQUE (vehicle, agent, seq, cause));
+            found_ms BIGINT NOT NULL);
+        CREATE UNIQUE INDEX integrity_key ON integrity (vehicle, agent, seq, cause);
         CREATE TABLE chain_state (vehicle TEXT NOT NULL, agent TEXT NOT NULL, seq BIGINT NOT NULL,
             hash TEXT NOT NULL, PRIMARY KEY (vehicle, agent))
         """,

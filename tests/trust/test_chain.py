@@ -36,3 +36,28 @@ def test_a_checkpoint_verifies_only_for_what_was_signed(tmp_path: Path) -> None:
     assert not checkpoint_valid(identity.new_signing_key().public_key(), "ABC1D23", "a1", cp)
     moved = type(cp)(8, cp.hash, cp.key, cp.sig)
     assert not checkpoint_valid(key.public_key(), "ABC1D23", "a1", moved)
+
+
+def test_the_agents_buffer_chains_every_record_it_captures(tmp_path: Path) -> None:
+    import json
+
+    from agent.buffer import Buffer
+    from tests.agent.helpers import speed
+
+    buf = Buffer(tmp_path / "buffer.sqlite")
+    assert buf.add([("reg", speed(n, device_seq=n)) for n in (1, 2)]) == [1, 2]
+    assert buf.add([("reg", speed(1, device_seq=1)), ("reg", speed(3, device_seq=3))]) == [3]
+    bodies = {seq: json.loads(body) for seq, body in buf.pending(0, 10)}
+    assert bodies[1]["prev"] == GENESIS
+    assert bodies[2]["prev"] == record_hash(bodies[1])
+    assert bodies[3]["prev"] == record_hash(bodies[2])  # the skipped frame took no place
+    hashes = buf.hashes([1, 2, 3])
+    assert hashes == {seq: record_hash(body) for seq, body in bodies.items()}
+    # a record captured before chaining has no stored hash: it is hashed from its JSON
+    buf.conn.execute("UPDATE records SET hash = NULL WHERE seq = 2")
+    assert buf.hashes([2]) == {2: hashes[2]}
+    buf.close()
+    reopened = Buffer(tmp_path / "buffer.sqlite")  # the chain goes on after a restart
+    reopened.add([("reg", speed(4, device_seq=4))])
+    assert json.loads(reopened.pending(3, 1)[0][1])["prev"] == hashes[3]
+    reopened.close()

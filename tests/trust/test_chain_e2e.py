@@ -11,6 +11,8 @@ import pytest
 
 from frota.cli import main
 from frota.provision import fleet as provisioning
+from protocols import identity
+from protocols.chain import sign_checkpoint
 from protocols.uplink import encode_batch, up_topic
 from tests.agent.helpers import wait_until
 from tests.trust.broker import connected
@@ -113,7 +115,9 @@ def test_forged_and_pre_published_records_are_refused_or_conflicts(
         with connected(fleet.broker, A, f"frota-{A}") as thief:
             thief.publish(up_topic(A), encode_batch(A, "operator", [incident]))
             thief.publish(up_topic(A), encode_batch(A, agent_id, forged))
-            thief.publish(up_topic(A), encode_batch(A, "attacker", frames))
+            # ... with a checkpoint signed by a key no one certified
+            fake = sign_checkpoint(identity.new_signing_key(), A, "attacker", 2, "0" * 64).json()
+            thief.publish(up_topic(A), encode_batch(A, "attacker", frames, checkpoint=fake))
         db = sqlite3.connect(fleet.db)
         assert wait_until(lambda: db.execute("SELECT count(*) FROM records").fetchone()[0] == 5)
         with uplink(config) as up:
@@ -131,6 +135,17 @@ def test_forged_and_pre_published_records_are_refused_or_conflicts(
         assert "conflict" in out
         assert "agent attacker seq 1: unsigned" in out  # no key: nothing it sent is signed
         assert "seq 1: conflict" in out
-        # the live verifier saw it too: equipment.integrity findings
+        # the store saw it too: equipment.integrity findings, with the law's articles
         assert wait_until(lambda: db.execute(
             "SELECT count(*) FROM integrity WHERE cause = 'conflict'").fetchone()[0] == 5)
+        assert wait_until(lambda: db.execute(
+            "SELECT seq FROM integrity WHERE cause = 'bad_signature' AND agent = 'attacker'"
+        ).fetchall() == [(2,)])
+        assert wait_until(lambda: db.execute(
+            "SELECT count(*) FROM findings WHERE rule = 'equipment.integrity'").fetchone()[0] >= 5,
+            timeout=60)
+        finding = json.loads(db.execute(
+            "SELECT finding FROM findings WHERE rule = 'equipment.integrity'").fetchone()[0])
+        assert finding["basis"] == ["CTB art. 105 II", "Resolução CONTRAN 938/2022"]
+        assert finding["vehicle"] == A
+        assert finding["details"]["cause"] in ("conflict", "chain_break", "bad_signature")

@@ -1,0 +1,233 @@
+"""What the chain costs (issue 12): ingest speed, bytes at rest, the agent's CPU.
+
+    python -m bench.chain [--records 20000] [--batch 100] [--repeat 3]
+
+1. Ingest: the same zstd batches (records with ``prev`` and a signed checkpoint per batch, made
+   by a real agent buffer and key) through :meth:`collector.ingest.Ingest.handle` into a fresh
+   SQLite store (``synchronous=FULL``), plus the live verifier's pass over what was stored
+   (:meth:`collector.verifier.ChainVerifier.run_once`: every link and checkpoint). The baseline is
+   the same ingest with the chain switched off in the bench (no record hash computed, no links,
+   checkpoints or conflicts written, no verifier) — what the collector did before issue 12.
+   Target: ratio >= 0.8.
+2. Bytes at rest the chain adds per record: the collector's database file with and without the
+   chain (after a WAL checkpoint and VACUUM), and the agent's buffer (``prev`` in each record's
+   JSON and its ``hash`` column) against the same records without.
+3. The agent's CPU per bus-hour for the chain: hashing each record as it is captured and signing
+   one checkpoint per batch, at a bus's record rate (``--per-hour``, 1 Hz speed + 1 Hz position +
+   driver, door and device records ≈ 7,500/h), measured on the same records.
+
+Every measurement is run ``--repeat`` times interleaved (with, without, with, …) and printed as
+the median and the spread (min–max), never the best run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agent.buffer import Buffer
+from collector import intake
+from collector.ingest import Ingest
+from collector.store import open_store
+from collector.verifier import ChainVerifier
+from protocols import identity
+from protocols.chain import record_hash, sign_checkpoint
+from protocols.keyring import entry_json, write_entries
+from protocols.records import make_record, ms_to_ts
+from protocols.uplink import encode_batch_json
+
+VEHICLE = "ABC1D23"
+T0 = 1_772_460_000_000
+
+
+def _records(n: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        ts = ms_to_ts(T0 + (i // 2) * 1000)
+        if i % 2 == 0:
+            out.append(make_record("speed", VEHICLE, ts, kmh=float(40 + i % 50), odometer_m=i * 20,
+                                   ignition=True, device_seq=i // 2 + 1, raw="aa5529" + "0" * 40))
+        else:
+            out.append(make_record("position", VEHICLE, ts, lat=-23.5 + i * 1e-6, lon=-46.62,
+                                   kmh=74.08, course=90.0, raw="2447" + "0" * 60))
+    return out
+
+
+class Fleet:
+    """A CA, a bus key and a keyring in a folder; batches made by a real agent buffer."""
+
+    def __init__(self, folder: Path, records: int, batch: int) -> None:
+        ca_key, self.ca_cert = identity.make_ca("bench CA")
+        self.key = identity.new_signing_key()
+        cert = identity.certify_signing_key(ca_key, self.ca_cert, VEHICLE, "vehicle",
+                                            self.key.public_key())
+        self.ca_file = folder / "ca.crt"
+        self.ca_file.write_bytes(identity.cert_pem(self.ca_cert))
+        self.keyring = folder / "keyring.json"
+        write_entries(self.keyring, [entry_json(cert)])
+        self.buffer_path = folder / "agent.sqlite"
+        buf = Buffer(self.buffer_path)
+        buf.add([("registrador", rec) for rec in _records(records)])
+        rows = buf.pending(0, records)
+        self.agent = buf.agent
+        hashes = buf.hashes([seq for seq, _ in rows])
+        buf.close()
+        self.payloads: list[bytes] = []
+        for start in range(0, len(rows), batch):
+            chunk = rows[start : start + batch]
+            last = chunk[-1][0]
+            cp = sign_checkpoint(self.key, VEHICLE, self.agent, last, hashes[last]).json()
+            self.payloads.append(encode_batch_json(VEHICLE, self.agent, [b for _, b in chunk],
+                                                   checkpoint=cp))
+
+
+@contextlib.contextmanager
+def _chain_off() -> Iterator[None]:
+    """The ingest as before issue 12: no record hash, no chain tables written."""
+    import collector.ingest as ingest_module
+
+    saved = getattr(intake, "record_hash")  # noqa: B009 (the function the bench switches off)
+    original = intake.prepare
+
+    def prepare(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        out.chain = None
+        return out
+
+    setattr(intake, "record_hash", lambda rec: "0" * 64)  # noqa: B010 (the bench's switch)
+    setattr(ingest_module, "prepare", prepare)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(intake, "record_hash", saved)  # noqa: B010
+        setattr(ingest_module, "prepare", original)  # noqa: B010
+
+
+def _ingest(fleet: Fleet, folder: Path, chain: bool) -> tuple[float, int]:
+    """Seconds to ingest every batch (and verify, with the chain); the database's size."""
+    db = folder / f"collector-{'chain' if chain else 'plain'}-{time.monotonic_ns()}.db"
+    store = open_store(str(db))
+    ingest = Ingest(store, lambda: frozenset({VEHICLE}))
+    topic = f"frota/v1/{VEHICLE}/up"
+    with contextlib.ExitStack() as stack:
+        if not chain:
+            stack.enter_context(_chain_off())
+        start = time.perf_counter()
+        for payload in fleet.payloads:
+            ingest.handle(topic, payload)
+        if chain:
+            verifier = ChainVerifier(store, fleet.ca_file, fleet.keyring)
+            while verifier.run_once() or store._read(
+                "SELECT count(*) FROM checkpoints WHERE state = 'new'")[0][0]:
+                pass
+        seconds = time.perf_counter() - start
+    bad = int(store._read("SELECT count(*) FROM integrity")[0][0])
+    assert bad == 0, f"{bad} integrity events on genuine records"
+    store.close()
+    with contextlib.closing(__import__("sqlite3").connect(db)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        conn.execute("VACUUM")
+    size = os.path.getsize(db)
+    for path in db.parent.glob(db.name + "*"):
+        path.unlink()
+    return seconds, size
+
+
+def _agent_cpu(records: list[dict[str, Any]], batch: int, key: Any) -> tuple[float, float]:
+    """CPU seconds to hash ``records`` and sign one checkpoint per batch; and the same records'
+    serialisation without the chain (the agent's work before)."""
+    body: list[dict[str, Any]] = []
+    start = time.process_time()
+    prev = "0" * 64
+    for seq, rec in enumerate(records, 1):
+        out = {**rec, "agent": "a", "seq": seq, "prev": prev}
+        orjson.dumps(out)
+        prev = record_hash(out)
+        if seq % batch == 0:
+            sign_checkpoint(key, VEHICLE, "a", seq, prev)
+        body.append(out)
+    chained = time.process_time() - start
+    start = time.process_time()
+    for seq, rec in enumerate(records, 1):
+        orjson.dumps({**rec, "agent": "a", "seq": seq})
+    plain = time.process_time() - start
+    return chained, plain
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} (spread {min(values):.3f}–{max(values):.3f})"
+
+
+def _interleaved(repeat: int, *runs: Callable[[], float]) -> list[list[float]]:
+    out: list[list[float]] = [[] for _ in runs]
+    for _ in range(repeat):
+        for i, run in enumerate(runs):
+            out[i].append(run())
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--per-hour", type=int, default=7_500,
+                        help="a bus's records per hour (default 7500)")
+    args = parser.parse_args()
+    repeat = max(3, args.repeat)
+    with tempfile.TemporaryDirectory(prefix="frota-bench-chain-") as tmp:
+        folder = Path(tmp)
+        fleet = Fleet(folder, args.records, args.batch)
+        sizes: dict[bool, int] = {}
+
+        def run(chain: bool) -> Callable[[], float]:
+            def once() -> float:
+                seconds, sizes[chain] = _ingest(fleet, folder, chain)
+                return float(args.records) / seconds
+            return once
+
+        with_chain, without = _interleaved(repeat, run(True), run(False))
+        ratios = [a / b for a, b in zip(with_chain, without, strict=True)]
+        print(f"ingest of {args.records} records in batches of {args.batch} (Ingest.handle, "
+              f"SQLite FULL), {repeat} interleaved repeats, median (spread):")
+        print(f"  without the chain             {_spread(without)} records/s")
+        print(f"  with chain + verification     {_spread(with_chain)} records/s")
+        print(f"  ratio                         {_spread(ratios)}   target >= 0.8")
+        print(f"bytes at rest per record the chain adds: collector "
+              f"{(sizes[True] - sizes[False]) / args.records:.1f} "
+              f"(database {sizes[False] / args.records:.0f} -> {sizes[True] / args.records:.0f})")
+        buf = Buffer(fleet.buffer_path)
+        (chained_bytes,) = buf.conn.execute(
+            "SELECT sum(length(body)) + sum(length(hash)) FROM records").fetchone()
+        (plain_bytes,) = buf.conn.execute(
+            "SELECT sum(length(body)) - sum(length(json_extract(body, '$.prev')) + 10) "
+            "FROM records").fetchone()
+        buf.close()
+        print(f"  agent buffer: {(chained_bytes - plain_bytes) / args.records:.1f} bytes per record "
+              "(prev in the JSON, the hash column)")
+        recs = _records(args.per_hour)
+
+        def chained() -> float:
+            return _agent_cpu(recs, args.batch, fleet.key)[0]
+
+        def plain() -> float:
+            return _agent_cpu(recs, args.batch, fleet.key)[1]
+
+        cpu = _interleaved(repeat, chained, plain)
+        added = [a - b for a, b in zip(cpu[0], cpu[1], strict=True)]
+        print(f"agent CPU per bus-hour ({args.per_hour} records, a checkpoint per "
+              f"{args.batch}): chain {_spread(added)} s on top of "
+              f"{_spread(cpu[1])} s serialising")
+
+
+if __name__ == "__main__":
+    main()
