@@ -130,6 +130,7 @@ class Uplink:
         self._live_waiting_since: float | None = None
         self._draining = False
         self._thread = threading.Thread(target=self._run, name="uplink", daemon=True)
+        self._network: threading.Thread | None = None
         self.client = self._make_client()
 
     # -- MQTT ------------------------------------------------------------------------------
@@ -178,15 +179,16 @@ class Uplink:
     def start(self) -> None:
         """Connect (in the background, retrying) and start the send loop."""
         self.client.start()
+        # paho's network thread (a private attribute: paho has no public handle on it)
+        self._network = getattr(self.client, "_thread", None)
         self._thread.start()
 
     @property
     def alive(self) -> bool:
         """True while the send loop and paho's network thread run (the watchdog's condition:
         a dead network thread would leave the agent "connected" and silent for good)."""
-        network = getattr(self.client, "_thread", None)
-        started = self._thread.ident is not None
-        return self._thread.is_alive() and (not started or network is None or network.is_alive())
+        network = self._network
+        return self._thread.is_alive() and (network is None or network.is_alive())
 
     def drain(self, timeout: float) -> bool:
         """Send everything pending now, without waiting for fuller batches; True if all answered."""

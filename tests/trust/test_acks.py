@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -34,6 +35,14 @@ def test_forged_and_malformed_acks_change_nothing_and_never_stop_the_uplink() ->
             agent = up.agent
             own = up.buffer.hashes(range(1, 7))
             topic = ack_topic(A)
+            # The agent subscribes once connected: an ack for another agent id, sent until the
+            # agent has counted one, shows that it now receives what is published here.
+            other = encode_ack(Ack(agent="someone-else"))
+            for _ in range(200):
+                thief.publish(topic, other)
+                if wait_until(lambda: up.gate.counters.other_agent > 0, timeout=0.1):
+                    break
+            assert up.gate.counters.other_agent > 0
             # 1. malformed: a seq that is no integer (it once killed paho's thread for good)
             thief.publish(topic, json.dumps({"schema": 2, "agent": agent,
                                              "stored": [[1e999, 1]]}).encode())
@@ -143,3 +152,17 @@ def test_an_ack_of_any_shape_is_an_ack_or_a_payload_error(
 def test_the_agents_gate_never_raises(payload: bytes) -> None:
     gate = AckGate("a1", None)
     assert gate.read("frota/v1/ABC1D23/ack", payload) is None or True
+
+
+def test_the_watchdog_condition_covers_pahos_network_thread(tmp_path: Path) -> None:
+    from agent.uplink import Uplink
+    from tests.agent.helpers import config
+
+    up = Uplink(config(tmp_path))  # a broker that is not there: paho keeps retrying
+    up.start()
+    try:
+        assert wait_until(lambda: up.alive)
+        up.client.loop_stop()  # paho's thread ends, as it would on an escaped exception
+        assert wait_until(lambda: not up.alive)
+    finally:
+        up.stop()
