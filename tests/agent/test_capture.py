@@ -75,7 +75,8 @@ def decode(protocol: str, path: Path) -> list[dict[str, object]]:
 
 
 def stored(agent: AgentProcess, source: str, kind: str) -> list[dict[str, object]]:
-    """The agent's records of one source and kind, as canonical records (its agent/seq removed)."""
+    """The agent's records of one source and kind, as canonical records (its agent, seq and
+    chain ``prev`` removed)."""
     out = []
     for (body,) in agent.query(
         f"SELECT body FROM records WHERE source = '{source}' AND kind = '{kind}' ORDER BY seq"
@@ -83,6 +84,7 @@ def stored(agent: AgentProcess, source: str, kind: str) -> list[dict[str, object
         record = json.loads(str(body))
         record.pop("agent")
         record.pop("seq")
+        record.pop("prev")
         out.append(record)
     return out
 
