@@ -116,14 +116,14 @@ def run(config: CollectorConfig) -> int:
 
 def _run(config: CollectorConfig, sock: socket.socket) -> int:
     vehicles = FleetVehicles(config.registry)
+    trust = config.trust
+    signer = (  # before the store is opened: a bad key file stops the start with nothing open
+        AckSigner(trust.key_file, trust.cert_file, trust.ca_file) if trust is not None else None
+    )
     store: Store = open_store(
         config.database.url,
         synchronous=config.database.synchronous,
         rejects_max_bytes=config.database.rejects_max_bytes,
-    )
-    trust = config.trust
-    signer = (
-        AckSigner(trust.key_file, trust.cert_file, trust.ca_file) if trust is not None else None
     )
     ingest = Ingest(
         store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes, signer=signer
