@@ -47,6 +47,13 @@ def evaluate_store(store: Store, registry: fleet.Registry, as_of_ms: int,
                    default_profile: str = "SP") -> list[Finding]:
     """The findings of everything stored, judged at ``as_of`` — what ``frota check --as-of`` gives
     on the same records."""
+    return engine_of_store(store, registry, as_of_ms, profiles, default_profile).findings(as_of_ms)
+
+
+def engine_of_store(store: Store, registry: fleet.Registry, as_of_ms: int,
+                    profiles: dict[str, Profile] | None = None,
+                    default_profile: str = "SP") -> Engine:
+    """An engine fed with every stored record up to ``as_of`` (ask it for findings)."""
     engine = Engine(registry, profiles if profiles is not None else load_profiles(),
                     default_profile, retain=False)
     items = sorted(
@@ -58,7 +65,7 @@ def evaluate_store(store: Store, registry: fleet.Registry, as_of_ms: int,
         if rec["kind"] == "trip" and rec["line"] not in registry.lines:
             continue                        # frota check refuses it; live, it is skipped
         engine.add_one(ms, rec)
-    return engine.findings(as_of_ms)
+    return engine
 
 
 def save(store: Store, findings: list[Finding], as_of_ms: int) -> None:

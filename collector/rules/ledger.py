@@ -196,16 +196,21 @@ class IndexBook:
         """A finished trip."""
         self._add(self.months, line, profile, start_ms, passenger_km, seats, passengers)
 
-    def findings(self, as_of: int,
-                 running: list[tuple[Line, Profile, int, float, int, int]]) -> list[Finding]:
-        """The months over at ``as_of`` (trips still running counted so far)."""
+    def with_running(self, running: list[tuple[Line, Profile, int, float, int, int]]
+                     ) -> list[MonthLine]:
+        """Every (line, month) so far, trips still running counted so far (no state change)."""
         months = {key: MonthLine(m.line, m.profile, m.start_ms, m.end_ms, m.label,
                                  m.passenger_km, m.seat_km, m.trips, m.passengers)
                   for key, m in self.months.items()}
         for item in running:
             self._add(months, *item)
+        return list(months.values())
+
+    def findings(self, as_of: int,
+                 running: list[tuple[Line, Profile, int, float, int, int]]) -> list[Finding]:
+        """The months over at ``as_of`` (trips still running counted so far)."""
         out: list[Finding] = []
-        for m in months.values():
+        for m in self.with_running(running):
             if m.end_ms <= as_of:
                 found = index_finding(m)
                 if found is not None:

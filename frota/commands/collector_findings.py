@@ -67,6 +67,10 @@ def add_subcommands(sub: Any) -> None:
                           "profile's time zone) instead of JSON Lines in UTC")
     findings.set_defaults(func=run_findings)
 
+    from frota.commands.collector_stats import add_subcommand
+
+    add_subcommand(sub)  # stats
+
 
 def _source(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from collector.registry import Line
 from collector.rules import equipment, trips
 from collector.rules.context import NO_TIME, Vehicle
 from collector.rules.finding import Finding
@@ -28,6 +29,7 @@ from collector.rules.ledger import (
     Deadline,
     IndexBook,
     Ledger,
+    MonthLine,
     Report,
 )
 from collector.rules.params import (
@@ -42,6 +44,7 @@ from collector.rules.params import (
     ReportDueParams,
     StandingParams,
 )
+from collector.rules.profile import Profile
 from collector.rules.rule import RuleBase, RuleContext
 from protocols.records import Record, RecordError, ms_to_ts, ts_to_ms
 
@@ -339,7 +342,6 @@ class Operations(RuleBase):
     def open(self, as_of: int) -> Iterable[Finding | None]:
         """Findings still running at ``as_of`` (no state changes)."""
         out: list[Finding | None] = []
-        running = []
         for t in self.trips.values():
             if t.stop is not None:
                 out.extend(trips.interruption(t, t.stop, as_of, is_open=True, replacement=None,
@@ -349,16 +351,23 @@ class Operations(RuleBase):
                 if one is not None:
                     out.append(one)
             out.extend(trips.occupancy_open(t, None))
-            if t.line is not None and t.offered_seats is not None:
-                running.append((t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats,
-                                t.boarded))
         out.extend(self.ledger.pending(as_of))
         for vid, vs in self.vehicles.items():
             v = self.ctx.vehicles[vid]
             out.append(equipment.doors_open(vs.equipment, as_of))
             out.extend(equipment.registrador_open(vs.equipment, v, as_of))
-        out.extend(self.book.findings(as_of, running))
+        out.extend(self.book.findings(as_of, self._running()))
         return out
+
+    def _running(self) -> list[tuple[Line, Profile, int, float, int, int]]:
+        return [(t.line, t.profile, t.start_ms, t.passenger_km, t.offered_seats, t.boarded)
+                for t in self.trips.values()
+                if t.line is not None and t.offered_seats is not None]
+
+    def month_lines(self) -> list[MonthLine]:
+        """Per line and local month of the trips' start: trips, passengers transported,
+        passenger-km and seat-km so far (``frota collector stats``; BA 35 II)."""
+        return self.book.with_running(self._running())
 
 
 RULE = Operations

@@ -160,6 +160,20 @@ class Timetable(RuleBase):
                     yield self._not_run(line, profile, dep, tolerance)
             yield from self._service_level(line, profile, start, as_of, scheduled, run)
 
+    def counts(self, line: Line, start_ms: int, end_ms: int) -> tuple[int, int]:
+        """(departures scheduled, run) of a line in [start_ms, end_ms] (``frota collector
+        stats``), matched as the rules match them."""
+        profile = self.ctx.profiles.get(line.profile) or self.ctx.default
+        first = self._start_ms(line, profile)
+        if first is None or line.timetable is None:
+            return 0, 0
+        tolerance = round(profile.rules[NOT_RUN].params.tolerance_min * MINUTE)
+        scheduled = departures(line, profile, first, end_ms)
+        runs = self.runs.get(line.id)
+        run = match(scheduled, runs.starts if runs is not None else [], tolerance)
+        inside = [ok for dep, ok in zip(scheduled, run, strict=True) if dep >= start_ms]
+        return len(inside), sum(inside)
+
     def _not_run(self, line: Line, profile: Profile, dep: int, tolerance: int) -> Finding:
         assert line.timetable is not None
         details: dict[str, Any] = {
