@@ -146,6 +146,7 @@ class Demo:
         self.ttys = {name: workdir / "ttys" / name for name in DEVICES}
         self.buffer = workdir / "buffer.sqlite"
         self.database = workdir / "collector.db"
+        self.fleet = workdir / "fleet"  # the demo's provisioned fleet (docs/trust.md)
         self.registry = workdir / "fleet.json"
         # Each child runs in its own process group, so a Ctrl-C on the terminal reaches only the
         # demo, which then stops them in order (agent, collector, broker) and waits for each.
@@ -164,11 +165,19 @@ class Demo:
         self.display = watch.Display()
 
     def write_configs(self) -> None:
-        """The registry, the broker's, the collector's and the agent's configurations."""
+        """The registry, and the fleet provisioned as an operator's (frota/provision/demo.py):
+        the broker's configuration (TLS, no anonymous access, password file, ACL), the
+        collector's (its signing key, an API token) and the agent's (its signing key)."""
+        from frota.provision.demo import provision
+
         shutil.copyfile(self.sc.registry_path, self.registry)
-        services.write_collector_conf(self.collector_conf, self.broker_port, self.http_port)
+        trust = provision(self.workdir, self.sc.vehicle, self.broker_port, self.http_port,
+                          self.registry, self.database, self.buffer)
+        self.mosquitto.conf.write_text(trust.mosquitto_conf.read_text(encoding="utf-8"),
+                                       encoding="utf-8")
+        self.collector.token = trust.token
         services.write_agent_conf(self.agent_conf, self.sc.vehicle, self.broker_port,
-                                  self.ttys, self.sc.doors)
+                                  self.ttys, self.sc.doors, broker_tables=trust.agent_tables)
 
     def counts(self) -> watch.Counts:
         """The live counts now."""
@@ -219,10 +228,12 @@ class Demo:
     def start(self) -> None:
         """Broker, collector, player (lines open), agent (listening on the lines)."""
         self.mosquitto.start()
-        print(f"  broker      mosquitto on 127.0.0.1:{self.broker_port} (pid {self.mosquitto.pid})")
+        print(f"  broker      mosquitto on 127.0.0.1:{self.broker_port} (pid {self.mosquitto.pid}),"
+              f" TLS, no anonymous access; fleet provisioned in {_shown(self.fleet)}")
         self.collector.start(wait_connected=True)
         print(f"  collector   pid {self.collector.pid}, database {_shown(self.database)}, "
-              f"http://127.0.0.1:{self.http_port}/health")
+              f"http://127.0.0.1:{self.http_port}/health (API token in "
+              f"{_shown(self.fleet / 'admin.token')})")
         self.player.start()
         while not self.player.ready.wait(0.1):
             self.check_children()
@@ -315,11 +326,14 @@ class Demo:
         print(f"Where to look (everything is in {_shown(self.workdir)}; processes stopped):")
         print(f"  database        {db} (SQLite: tables records, rejects, findings)")
         print(f"  configurations  {_shown(self.collector_conf)}, {_shown(self.agent_conf)}, "
-              f"{reg} (fleet registry), {_shown(self.mosquitto_conf)}")
+              f"{reg} (fleet registry), {_shown(self.mosquitto_conf)}; trust material "
+              f"{_shown(self.fleet)}")
         print(f"  agent buffer    {_shown(self.buffer)}; logs {_shown(self.workdir)}/*.log")
         print(f"  the records     {records}")
         print(f"  the rules       {records} | frota check --registry {reg} --as-of {until}")
         print(f"  live findings   frota collector findings --db {db}")
+        print(f"  the evidence    frota verify --config {_shown(self.collector_conf)}  "
+              "(signatures, chains, gaps)")
         command = Path(sys.executable).parent / "frota"
         venv = command.parent.parent
         if command.exists() and os.environ.get("VIRTUAL_ENV") != str(venv):

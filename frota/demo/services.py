@@ -28,8 +28,10 @@ def write_collector_conf(path: Path, broker_port: int, http_port: int) -> None:
 
 
 def write_agent_conf(path: Path, vehicle: str, broker_port: int, ttys: Mapping[str, Path],
-                     doors: int) -> None:
-    """The agent's configuration (firmware-notes/agent-config.md) for the three simulated lines."""
+                     doors: int, broker_tables: str | None = None) -> None:
+    """The agent's configuration (firmware-notes/agent-config.md) for the three simulated lines;
+    ``broker_tables``: the provisioned ``[broker]``, ``[broker.tls]`` and ``[identity]`` tables
+    (frota/provision/demo.py) instead of an anonymous broker."""
     # The lines stay quiet for a few seconds while the demo waits for the last records to be
     # confirmed (see frota/commands/demo.py): silent_after_s is long enough not to report that.
     quiet = "silent_after_s = 60\nreopen_min_s = 0.2\nreopen_max_s = 2\n"
@@ -39,9 +41,16 @@ def write_agent_conf(path: Path, vehicle: str, broker_port: int, ttys: Mapping[s
         "[buffer]\n"
         'path = "buffer.sqlite"\n'
         "commit_interval_ms = 100\n\n"
-        "[broker]\n"
-        f'url = "mqtt://127.0.0.1:{broker_port}"\n'
-        f'client_id = "frota-demo-{vehicle}"\n\n'
+    )
+    if broker_tables is not None:
+        text += broker_tables + "\n"
+    else:
+        text += (
+            "[broker]\n"
+            f'url = "mqtt://127.0.0.1:{broker_port}"\n'
+            f'client_id = "frota-demo-{vehicle}"\n\n'
+        )
+    text += (
         "[uplink]\n"
         "batch_interval_ms = 250\n"
         "ack_timeout_s = 5\n\n"

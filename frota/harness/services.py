@@ -77,10 +77,14 @@ class Mosquitto:
         self.child.stop()
 
 
-def health(port: int) -> tuple[int, dict[str, Any]] | None:
-    """The collector's ``/health`` status and body, or None when it does not answer."""
+def health(port: int, token: str | None = None) -> tuple[int, dict[str, Any]] | None:
+    """The collector's ``/health`` status and body, or None when it does not answer (``token``:
+    the API token a collector with ``http.tokens_file`` asks for)."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/health")
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2.0) as resp:
+        with urllib.request.urlopen(request, timeout=2.0) as resp:
             return int(resp.status), json.loads(resp.read())
     except urllib.error.HTTPError as err:  # 503: answering, not connected to the broker
         try:
@@ -116,9 +120,11 @@ class CollectorProcess:
     """``frota collector run --config CONFIG`` listening on ``http_port`` (as CONFIG says)."""
 
     def __init__(self, config: Path, http_port: int, log: Path | None = None, *,
-                 own_group: bool = False) -> None:
+                 own_group: bool = False, token: str | None = None) -> None:
         self.config = config
         self.port = http_port
+        #: The API token for ``/health`` (a collector with ``http.tokens_file``).
+        self.token = token
         self.child = Child("collector", frota_argv("collector", "run", "--config", str(config)),
                            log or config.parent / "collector.log", own_group=own_group,
                            stop_timeout=15)
@@ -153,7 +159,7 @@ class CollectorProcess:
         deadline = time.monotonic() + timeout
         while True:
             self.child.check()
-            answer = health(self.port)
+            answer = health(self.port, self.token)
             if answer is not None and (status is None or answer[0] == status):
                 return answer[1]
             if time.monotonic() > deadline:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from collector import tokens
 from frota.provision import fleet as provisioning
+from frota.provision import templates
+from protocols import identity
 
 
 @dataclass(frozen=True)
@@ -58,17 +60,19 @@ def broker_user(folder: Path) -> str:
 
 def provision(workdir: Path, vehicle: str, broker_port: int, http_port: int, registry: Path,
               database: Path, buffer: Path) -> DemoTrust:
-    """Provision the demo's fleet in ``workdir/fleet``."""
+    """Provision the demo's fleet in ``workdir/fleet``; the broker's configuration stays there,
+    the collector's is ``workdir/collector.toml`` (its paths relative to ``workdir``)."""
     folder = workdir / "fleet"
     made = provisioning.init(folder, hosts=["127.0.0.1"], port=broker_port, bind="127.0.0.1",
                              broker_user=broker_user(workdir), registry=registry,
                              persistence=False)
     agent_toml = provisioning.add_vehicle(made, vehicle, str(buffer))
-    config = folder / "collector.toml"
-    text = re.sub(r"(?m)^port = 8080", f"port = {http_port}", config.read_text())
-    text = re.sub(r'(?m)^path = "collector\.db"', f"path = {str(database)!r}".replace("'", '"'),
-                  text)
-    config.write_text(text)
+    config = workdir / "collector.toml"
+    text = templates.collector_toml(made, made.collectors[0], workdir)
+    text = re.sub(r"(?m)^port = 8080", f"port = {http_port}", text)
+    text = re.sub(r'(?m)^path = "collector\.db"', f'path = "{database.name}"', text)
+    config.write_text("# Written by frota demo from its provisioned fleet (fleet/, docs/trust.md)\n"
+                      + text)
     own = agent_toml.parent
     tables = (
         "[broker]\n"
@@ -83,4 +87,5 @@ def provision(workdir: Path, vehicle: str, broker_port: int, http_port: int, reg
         f'ca_file = "{own / "ca.crt"}"\n'
     )
     token = tokens.add(folder / "tokens.json", "admin")[1]
+    identity.write_secret(folder / "admin.token", (token + "\n").encode())
     return DemoTrust(folder, made.mosquitto / "mosquitto.conf", config, tables, token)

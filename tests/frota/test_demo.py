@@ -112,6 +112,14 @@ def test_demo_plays_a_trip_end_to_end(tmp_path: Path) -> None:
     assert (work / "collector.toml").is_file()
     assert (work / "fleet.json").is_file()
     assert processes_mentioning(str(work)) == []
+    # It ran provisioned (docs/trust.md): TLS, no anonymous access, signed and chained records
+    # that frota verify finds intact.
+    conf = (work / "mosquitto.conf").read_text()
+    assert "allow_anonymous false" in conf
+    assert "use_username_as_clientid true" in conf
+    assert "frota verify --config var/demo/collector.toml" in out
+    assert main(["verify", "--config", str(work / "collector.toml")]) == 0
+    assert db.execute("SELECT COUNT(*) FROM checkpoints WHERE state = 'good'").fetchone()[0] >= 1
 
 
 def test_ctrl_c_stops_everything(tmp_path: Path) -> None:
