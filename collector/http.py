@@ -1,4 +1,5 @@
-"""The collector's HTTP API (FastAPI): ``/health``, ``/records``, ``/tokens``, ``/openapi.json``.
+"""The collector's HTTP API (FastAPI): ``/health``, ``/records``, ``/tokens``, ``/openapi.json``;
+the pages and their data routes are added by :mod:`collector.web`.
 
 Served by uvicorn in the same process as the MQTT ingest. Errors are JSON ``{"detail": "..."}``
 with one line saying what is wrong: 401 without a valid API token, 403 for a route the token's
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +22,9 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from collector.ingest import Ingest
 from collector.tokens import Token, Tokens
+
+if TYPE_CHECKING:
+    from collector.web.context import Web
 from protocols.records import VEHICLE_ID_PATTERN, RecordError, ts_to_ms
 
 #: A vehicle id as it can appear in an MQTT topic level (no '/', '+', '#', no spaces).
@@ -84,9 +88,11 @@ def make_app(
     stale_after_s: float = 300.0,
     access: Access | None = None,
     allowed_hosts: Sequence[str] = (),
+    web: Web | None = None,
 ) -> FastAPI:
     """The FastAPI application over a running (or not yet connected) ingest; ``access`` None
-    leaves it open (a collector listening on loopback only, the tests' and the old demo's)."""
+    leaves it open (a collector listening on loopback only, the tests' and the old demo's);
+    ``web`` adds the pages and their API (collector/web, docs/pages.md)."""
     app = FastAPI(
         title="Frota collector",
         description="The collector's HTTP API. Every route needs an API token "
@@ -173,6 +179,13 @@ def make_app(
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
+    if web is not None:
+        from collector.web.api import add_api
+        from collector.web.pages import add_pages
+        from collector.web.session import Sessions
+
+        add_api(app, web)
+        add_pages(app, web, Sessions())
     return app
 
 

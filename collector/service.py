@@ -1,4 +1,5 @@
-"""The collector process: store + fleet registry + MQTT ingest + HTTP API, started and stopped together."""
+"""The collector process: store + fleet registry + MQTT ingest + HTTP API and pages, started and
+stopped together."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from collector.signer import AckSigner
 from collector.store import Store, open_store
 from collector.tokens import Tokens
 from collector.verifier import ChainVerifier
+from collector.web.context import RegistryFile, Web
 from protocols.uplink import mask_url
 
 log = logging.getLogger(__name__)
@@ -134,12 +136,16 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     else:
         log.warning("http.tokens_file is not set: the API on %s is open to anyone who can reach "
                     "it (loopback only)", config.http.host)
+    live = LiveFindings(store, config.registry)  # the rules, live (collector/findings.py)
+    web = Web(store, RegistryFile(config.registry), live.profiles, ingest, vehicles.operators,
+              stale_after_s=config.ingest.stale_after_s)
     app = make_app(
         ingest,
         vehicles,
         stale_after_s=config.ingest.stale_after_s,
         access=access,
         allowed_hosts=config.http.allowed_hosts,
+        web=web,
     )
     server = _Server(
         uvicorn.Config(
@@ -165,7 +171,6 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     except Exception:
         store.close()
         raise
-    live = LiveFindings(store, config.registry)  # the rules, live (collector/findings.py)
     live.start()
     verifier = None
     if trust is not None:  # the chains and checkpoints, live (collector/verifier.py)

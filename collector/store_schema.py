@@ -138,4 +138,15 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             hash TEXT NOT NULL, PRIMARY KEY (vehicle, agent))
         """,
     ),
+    Migration(
+        # The few records that are not 1 Hz samples (driver, trip, door, device, incident,
+        # report), by vehicle and time: the pages read a driver's day across every vehicle and
+        # a trip's events without scanning the samples (collector/web/dayview.py). Partial, so
+        # that storing speed and position samples does not pay for it.
+        "007_records_events",
+        """
+        CREATE INDEX idx_records_events ON records (vehicle, ts_ms)
+            WHERE kind NOT IN ('speed', 'position');
+        """,
+    ),
 )

@@ -90,3 +90,30 @@ class StoreSummaries:
         if people:
             out.boarded, out.alighted = int(people[0][0]), int(people[0][1])
         return out
+
+    # -- what the pages read (collector/web/reads.py) ----------------------------------------
+    def events(self, vehicle: str, since_ms: int, until_ms: int) -> list[str]:
+        """A vehicle's records other than the ``speed``/``position`` samples (driver, trip, door,
+        device, incident, report) with since <= ts < until, in (ts, seq) order: the partial index
+        ``idx_records_events`` reads them without touching the samples."""
+        rows = self._read(
+            "SELECT record FROM records WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? "
+            "AND kind NOT IN ('speed', 'position') ORDER BY ts_ms, seq, id",
+            (vehicle, since_ms, until_ms))
+        return [str(row[0]) for row in rows]
+
+    def samples(self, vehicle: str, kind: str, since_ms: int, until_ms: int) -> list[str]:
+        """A vehicle's records of one ``kind`` with since <= ts < until, in (ts, seq) order."""
+        rows = self._read(
+            "SELECT record FROM records WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? "
+            "AND kind = ? ORDER BY ts_ms, seq, id", (vehicle, since_ms, until_ms, kind))
+        return [str(row[0]) for row in rows]
+
+    def latest(self, vehicle: str, kind: str, before_ms: int | None = None) -> str | None:
+        """A vehicle's latest record of ``kind`` (with ts < ``before``), or None."""
+        hi = (1 << 62) if before_ms is None else before_ms
+        extra = "" if kind in ("speed", "position") else " AND kind NOT IN ('speed', 'position')"
+        rows = self._read(
+            "SELECT record FROM records WHERE vehicle = ? AND ts_ms < ? AND kind = ?"
+            f"{extra} ORDER BY ts_ms DESC, seq DESC, id DESC LIMIT 1", (vehicle, hi, kind))
+        return str(rows[0][0]) if rows else None

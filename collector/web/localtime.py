@@ -1,0 +1,80 @@
+"""Local time for the pages: which time zone a vehicle's, a driver's or a line's day is in.
+
+The law issue gives each vehicle a home profile (``vehicles[].profile``); until the registry
+accepts it, a vehicle's day is in the time zone of the profile of the first line in the
+registry, else of the default profile (SP, America/Sao_Paulo). :func:`vehicle_zone` is the one
+place to change when the home profile lands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from collector.registry import Registry
+from collector.rules.profile import Profile, local_midnight_ms
+
+DEFAULT_PROFILE = "SP"
+
+
+@dataclass(frozen=True)
+class Day:
+    """A local calendar day: its first and last instant (ms, end exclusive) in a time zone."""
+
+    day: date
+    tz: ZoneInfo
+    lo_ms: int
+    hi_ms: int
+
+    @classmethod
+    def of(cls, day: date, tz: ZoneInfo) -> Day:
+        """The day ``day`` in ``tz`` (23 or 25 hours long on a daylight-saving change)."""
+        return cls(day, tz, local_midnight_ms(day, tz), local_midnight_ms(day + timedelta(1), tz))
+
+    def local(self, ms: int) -> datetime:
+        """An instant as local time."""
+        return local(ms, self.tz)
+
+
+def local(ms: int, tz: ZoneInfo) -> datetime:
+    """An instant (UTC ms) as a local datetime."""
+    return datetime.fromtimestamp(ms / 1000, tz)
+
+
+def hhmm(ms: int, tz: ZoneInfo) -> str:
+    """``HH:MM`` local."""
+    return local(ms, tz).strftime("%H:%M")
+
+
+def stamp(ms: int, tz: ZoneInfo) -> str:
+    """``DD/MM/AAAA HH:MM:SS`` local, as Brazilian pages write it."""
+    return local(ms, tz).strftime("%d/%m/%Y %H:%M:%S")
+
+
+def profile_zone(profiles: dict[str, Profile], name: str | None) -> ZoneInfo:
+    """The time zone of a profile (the default profile's for an unknown name)."""
+    found = profiles.get(name or DEFAULT_PROFILE) or profiles[DEFAULT_PROFILE]
+    return found.tz
+
+
+def line_zone(registry: Registry, profiles: dict[str, Profile], line_id: str | None) -> ZoneInfo:
+    """The time zone of a line's profile."""
+    line = registry.lines.get(line_id or "")
+    return profile_zone(profiles, line.profile if line is not None else None)
+
+
+def vehicle_zone(registry: Registry, profiles: dict[str, Profile], vehicle: str) -> ZoneInfo:
+    """The time zone of a vehicle's days (see the module docstring: the seam for the home
+    profile of the law issue)."""
+    known = registry.vehicles.get(vehicle)
+    home = getattr(known, "profile", None)  # vehicles[].profile, once the registry accepts it
+    if isinstance(home, str):
+        return profile_zone(profiles, home)
+    first = next(iter(registry.lines.values()), None)
+    return profile_zone(profiles, first.profile if first is not None else None)
+
+
+def today(tz: ZoneInfo, now_ms: int) -> date:
+    """The local date at ``now``."""
+    return local(now_ms, tz).date()
