@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what Frota needs and is missing, then returns: Debian's python3-venv, mosquitto and
-# mosquitto-clients; a virtualenv in .venv with the pyproject.toml packages (dev extras included).
+# Installs what Frota needs and is missing, then returns: Debian's python3-venv, mosquitto,
+# mosquitto-clients, chromium and chromium-driver (the pages' browser tests); a virtualenv in .venv with the pyproject.toml packages (dev extras included).
 # Sourced by scripts/demo.sh and scripts/test.sh; safe to run again (it only installs what is missing).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +15,8 @@ missing=()
 python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
 { command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]; } || missing+=(mosquitto)
 command -v mosquitto_pub >/dev/null || missing+=(mosquitto-clients)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "bootstrap: installing Debian packages: ${missing[*]}" >&2
     as_root apt-get update -qq

@@ -248,15 +248,16 @@ def jornada(dd: DriverDay, width: float = 960) -> str:
 
 
 def _fit(points: Sequence[tuple[float, float]], w: float, h: float,
-         pad: float) -> tuple[float, float, float, float]:
-    """(lat0, lon0, scale, cos) mapping degrees to the box, equal metres on both axes."""
+         pad: float) -> tuple[float, float, float, float, float, float]:
+    """(lat0, lon0, scale, cos, dx, dy) mapping degrees to the box, equal metres on both axes,
+    centred: x = dx + (lon − lon0)·cos·scale, y = dy + (lat0 − lat)·scale."""
     lats = [p[0] for p in points]
     lons = [p[1] for p in points]
     cos = math.cos(math.radians((min(lats) + max(lats)) / 2))
-    dx = max((max(lons) - min(lons)) * cos, 1e-6)
-    dy = max(max(lats) - min(lats), 1e-6)
-    scale = min((w - 2 * pad) / dx, (h - 2 * pad) / dy)
-    return max(lats), min(lons), scale, cos
+    wide = max((max(lons) - min(lons)) * cos, 1e-6)
+    tall = max(max(lats) - min(lats), 1e-6)
+    scale = min((w - 2 * pad) / wide, (h - 2 * pad) / tall)
+    return max(lats), min(lons), scale, cos, (w - wide * scale) / 2, (h - tall * scale) / 2
 
 
 def route(t: TripView, w: float = 640, h: float = 420) -> str:
@@ -266,10 +267,10 @@ def route(t: TripView, w: float = 640, h: float = 420) -> str:
         marks += [(p.lat, p.lon) for p in t.line.points]
     if not marks:
         return '<p class="vazio">Sem posições GPS nesta viagem.</p>'
-    lat0, lon0, scale, cos = _fit(marks, w, h, 30)
+    lat0, lon0, scale, cos, dx, dy = _fit(marks, w, h, 40)
 
     def xy(lat: float, lon: float) -> tuple[float, float]:
-        return 30 + (lon - lon0) * cos * scale, 30 + (lat0 - lat) * scale
+        return dx + (lon - lon0) * cos * scale, dy + (lat0 - lat) * scale
 
     out = [f'<svg class="rota" viewBox="0 0 {w:.0f} {h:.0f}" xmlns="http://www.w3.org/2000/svg" '
            'role="img" aria-label="Rota da viagem"><rect width="100%" height="100%" fill="#f6f8fa"/>']
@@ -283,7 +284,8 @@ def route(t: TripView, w: float = 640, h: float = 420) -> str:
             r = max(3.0, p.radius_m / 111_320 * scale)
             out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" fill="#2e8b5740" stroke="#2e8b57">'
                        f'<title>{escape(p.name)} ({p.kind})</title></circle>'
-                       f'<text x="{x + 6:.1f}" y="{y - 6:.1f}" font-size="11">{escape(p.name)}</text>')
+                       f'<text x="{x + (6 if x < w / 2 else -6):.1f}" y="{y - 8:.1f}" font-size="11" '
+                       f'text-anchor="{"start" if x < w / 2 else "end"}">{escape(p.name)}</text>')
     for i, s in enumerate(t.stops):
         if s.lat is None or s.lon is None:
             continue

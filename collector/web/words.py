@@ -39,9 +39,13 @@ def rule_word(rule: str) -> str:
 
 
 def duration(minutes: float) -> str:
-    """``3 h 05 min`` / ``42 min``."""
+    """``3 h 05 min`` / ``42 min`` / ``18 s`` / ``12 dias 3 h``."""
+    if minutes < 1:
+        return f"{round(minutes * 60)} s"
     total = round(minutes)
     h, m = divmod(total, 60)
+    if h >= 48:
+        return f"{h // 24} dias {h % 24} h"
     return f"{h} h {m:02d} min" if h else f"{m} min"
 
 
@@ -71,3 +75,8 @@ def details(finding: dict[str, Any]) -> str:
 def local_day(ts: str, tz: ZoneInfo) -> str:
     """The local date (``AAAA-MM-DD``) of a timestamp, for links to a day's pages."""
     return local(ts_to_ms(ts), tz).date().isoformat()
+
+
+def local_day_ms(ms: int, tz: ZoneInfo) -> str:
+    """The local date (``AAAA-MM-DD``) of an instant."""
+    return local(ms, tz).date().isoformat()

@@ -59,6 +59,8 @@ def add_subcommands(sub: Any) -> None:
     )
     _source(findings)
     findings.add_argument("--vehicle", metavar="ID", help="only this vehicle's findings")
+    findings.add_argument("--driver", metavar="ID",
+                          help="only this driver's findings (registry id or card number)")
     findings.add_argument("--since", metavar="TS",
                           help="only findings still open or ending at or after this time "
                           "(RFC 3339, or a date: a day in the vehicle's local time)")
@@ -210,6 +212,10 @@ def run_findings(args: argparse.Namespace) -> int:
         raise UserError(str(err)) from err
     finally:
         store.close()
+    if args.driver is not None:
+        # a card number names the driver through the registry (with --config)
+        driver = args.driver if reg is None else reg.driver_id(args.driver)
+        found = [one for one in found if one.get("driver") == driver]
     out = sys.stdout
     for one in found:
         if args.local:

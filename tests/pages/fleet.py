@@ -68,12 +68,14 @@ def build(folder: Path) -> tuple[Path, Path]:
     store = open_store(str(db))
     try:
         seqs: dict[str, int] = {}
+        last: dict[str, int] = {}
         rows = []
         for rec in records:
             vehicle = str(rec["vehicle"])
             seqs[vehicle] = seqs.get(vehicle, 0) + 1
+            last[vehicle] = max(last.get(vehicle, 0), ts_to_ms(str(rec["ts"])))
             rows.append(record_row({**rec, "agent": "sim", "seq": seqs[vehicle]}, AS_OF))
-        store.put(rows, (), [(v, AS_OF, AS_OF, "sim") for v in seqs])
+        store.put(rows, (), [(v, last[v], AS_OF, "sim") for v in seqs])
         found = findings.evaluate_store(store, fleet.load(registry), AS_OF)
         findings.save(store, found, AS_OF)
     finally:
