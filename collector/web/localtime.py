@@ -1,9 +1,8 @@
 """Local time for the pages: which time zone a vehicle's, a driver's or a line's day is in.
 
-The law issue gives each vehicle a home profile (``vehicles[].profile``); until the registry
-accepts it, a vehicle's day is in the time zone of the profile of the first line in the
-registry, else of the default profile (SP, America/Sao_Paulo). :func:`vehicle_zone` is the one
-place to change when the home profile lands.
+A vehicle's day is in the time zone of its home profile (registry ``vehicles[].profile``, read
+by :func:`collector.localtime.home_profile`), else of the default profile (SP,
+America/Sao_Paulo); a line's in its profile's.
 """
 
 from __future__ import annotations
@@ -12,10 +11,12 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from collector.localtime import home_profile
 from collector.registry import Registry
-from collector.rules.profile import Profile, local_midnight_ms
+from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
 
-DEFAULT_PROFILE = "SP"
+__all__ = ["DEFAULT_PROFILE", "Day", "hhmm", "line_zone", "local", "profile_zone", "stamp",
+           "today", "vehicle_zone"]
 
 
 @dataclass(frozen=True)
@@ -65,14 +66,8 @@ def line_zone(registry: Registry, profiles: dict[str, Profile], line_id: str | N
 
 
 def vehicle_zone(registry: Registry, profiles: dict[str, Profile], vehicle: str) -> ZoneInfo:
-    """The time zone of a vehicle's days (see the module docstring: the seam for the home
-    profile of the law issue)."""
-    known = registry.vehicles.get(vehicle)
-    home = getattr(known, "profile", None)  # vehicles[].profile, once the registry accepts it
-    if isinstance(home, str):
-        return profile_zone(profiles, home)
-    first = next(iter(registry.lines.values()), None)
-    return profile_zone(profiles, first.profile if first is not None else None)
+    """The time zone of a vehicle's days: its home profile's, else the default profile's."""
+    return home_profile(vehicle, registry, profiles).tz
 
 
 def today(tz: ZoneInfo, now_ms: int) -> date:
