@@ -91,7 +91,7 @@ class StoreSummaries:
             out.boarded, out.alighted = int(people[0][0]), int(people[0][1])
         return out
 
-    # -- what the pages read (collector/web/reads.py) ----------------------------------------
+    # -- what the pages read (collector/web/dayview.py, tripview.py) ----------------------------------------
     def events(self, vehicle: str, since_ms: int, until_ms: int) -> list[str]:
         """A vehicle's records other than the ``speed``/``position`` samples (driver, trip, door,
         device, incident, report) with since <= ts < until, in (ts, seq) order: the partial index
