@@ -95,9 +95,12 @@ def test_unplug_is_a_hangup_and_replug_reopens_the_link(tmp_path: Path) -> None:
     runner = Runner([station], clock)
     runner.open()
     thread = threading.Thread(target=runner.run, daemon=True)
+    # The reader opens the link before the runner starts: at 100x the first unplug may come
+    # a few wall milliseconds after the start, before a reader opened after it could.
+    port = serial.Serial(str(tmp_path / "tty"), 115200, timeout=1)
     thread.start()
     try:
-        with serial.Serial(str(tmp_path / "tty"), 115200, timeout=1) as port:
+        with port:
             hangup = False
             for _ in range(1000):  # at 100x a 2 s mean interval is a few wall ms away
                 try:
