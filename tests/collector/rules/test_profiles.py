@@ -24,6 +24,8 @@ TABLE = {
     "schedule.late_departure": ("SP", "BA"),
     "schedule.trip_not_run": ("BA", "TO"),
     "schedule.service_level": ("BA",),
+    "fleet.inspection_expired": ("SP", "BA"),
+    "fleet.age": ("SP",),
     "occupancy.standing": ("SP", "BA", "TO"),
     "stops.unapproved": ("SP", "BA", "TO"),
     "occupancy.index": ("SP", "BA", "TO"),

@@ -126,15 +126,26 @@ def test_a_copy_from_before_the_pipeline_still_loads(caplog: pytest.LogCaptureFi
     assert profiles["SP"].source == path
     assert profiles["SP"].rule("driver.workday").params.overtime_h == 4.0
     assert set(profiles["SP"].rules) == set(RULE_PARAMS)
+    # the rules added since (issue 13) come from the built-in SP, named in one warning; the
+    # keys added to sections the copy has (warn_before_min) come from it silently
+    (warning,) = [r.getMessage() for r in caplog.records if "no section" in r.getMessage()]
+    for rule in ("schedule.trip_not_run", "schedule.service_level",
+                 "fleet.inspection_expired", "fleet.age"):
+        assert repr(rule) in warning
+    assert profiles["SP"].rule("schedule.trip_not_run") == builtin("SP").rule(
+        "schedule.trip_not_run")
+    assert profiles["SP"].rule("driver.workday").params.warn_before_min == 30.0
+
+
+def without(text: str, rule: str) -> str:
+    """A profile's text without the section of one rule."""
+    start = text.index(f'[rules."{rule}"]')
+    end = text.find("[rules.", start + 1)
+    return text[:start] + (text[end:] if end >= 0 else "")
 
 
 def test_a_copy_missing_sections_gets_the_builtin_ones_with_a_warning(tmp_path: Path) -> None:
-    start = SP_TEXT.index('[rules."occupancy.index"]')
-    end = SP_TEXT.index('[rules."equipment.registrador"]')
-    text = SP_TEXT[:start] + SP_TEXT[end:]
-    start = text.index('[rules."driver.two_drivers"]')
-    end = text.index('[rules."driver.unidentified"]')
-    text = text[:start] + text[end:]
+    text = without(without(SP_TEXT, "occupancy.index"), "driver.two_drivers")
     path = tmp_path / "old.toml"
     path.write_text(text.replace("overtime_h = 2.0", "overtime_h = 4.0"))
     said: list[str] = []
@@ -146,10 +157,8 @@ def test_a_copy_missing_sections_gets_the_builtin_ones_with_a_warning(tmp_path: 
 
 
 def test_frota_check_warns_about_missing_sections(tmp_path: Path) -> None:
-    start = SP_TEXT.index('[rules."occupancy.index"]')
-    end = SP_TEXT.index('[rules."equipment.registrador"]')
     path = tmp_path / "old.toml"
-    path.write_text(SP_TEXT[:start] + SP_TEXT[end:])
+    path.write_text(without(SP_TEXT, "occupancy.index"))
     registry = tmp_path / "fleet.json"
     registry.write_text(json.dumps(REGISTRY_DOC))
     done = subprocess.run([sys.executable, "-m", "frota", "check", "--registry", str(registry),
