@@ -140,6 +140,19 @@ class IngestConfig(_Strict):
     stale_after_s: Annotated[float, Field(gt=0)] = 300.0
 
 
+class RetentionConfig(_Strict):
+    """How long records are kept (``collector/retention.py``): the law's minimum is each
+    profile's; ``keep_days`` may be longer, never shorter (refused at start, with the article)."""
+
+    #: Whole days kept, counted in the vehicle's profile's zone from the record's device time;
+    #: None: each profile's minimum.
+    keep_days: Annotated[int, Field(ge=1)] | None = None
+    #: Records deleted per transaction (the ingest waits at most one batch).
+    batch_rows: Annotated[int, Field(ge=1, le=100_000)] = 1000
+    #: Prune once a day inside the running collector.
+    daily: bool = True
+
+
 class CollectorConfig(_Strict):
     """The whole configuration file."""
 
@@ -149,6 +162,7 @@ class CollectorConfig(_Strict):
     http: HTTPConfig = HTTPConfig()
     ingest: IngestConfig = IngestConfig()
     trust: TrustConfig | None = None
+    retention: RetentionConfig = RetentionConfig()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = None
 
 

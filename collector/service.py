@@ -15,7 +15,7 @@ from types import FrameType
 
 import uvicorn
 
-from collector import registry
+from collector import registry, retention
 from collector.config import CollectorConfig
 from collector.findings import LiveFindings
 from collector.http import Access, make_app
@@ -107,6 +107,18 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def daily_prune(store: Store, config: CollectorConfig) -> retention.DailyPrune:
+    """The daily prune of a running collector (registry and profiles read at each run)."""
+    from collector.rules.profile import load_profiles
+
+    def once() -> list[retention.VehiclePrune]:
+        return retention.prune(store, registry.load(config.registry), load_profiles(),
+                               config.retention.keep_days, now_ms=retention.now_day_ms(),
+                               batch_rows=config.retention.batch_rows)
+
+    return retention.DailyPrune(once, store)
+
+
 def run(config: CollectorConfig) -> int:
     """Run the collector until SIGINT/SIGTERM; return the exit status."""
     sock = listen(config.http.host, config.http.port)
@@ -172,6 +184,10 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
         store.close()
         raise
     live.start()
+    pruner = None
+    if config.retention.daily:  # the same prune as frota collector prune, once a day
+        pruner = daily_prune(store, config)
+        pruner.start()
     verifier = None
     if trust is not None:  # the chains and checkpoints, live (collector/verifier.py)
         verifier = ChainVerifier(store, trust.ca_file, trust.keyring)
@@ -182,6 +198,8 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
         ingest.close()
         if verifier is not None:
             verifier.stop()
+        if pruner is not None:
+            pruner.stop()
         live.stop()
         store.close()
     return 0 if server.started else 1

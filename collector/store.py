@@ -148,6 +148,8 @@ class Store(StoreSummaries, ABC):
 
     #: SQL of the per-vehicle upsert (dialects differ on max/greatest).
     upsert_vehicle_sql: str = ""
+    #: ``sqlite`` or ``postgresql`` (where a caller's SQL must differ, e.g. the prune's gate).
+    dialect: str = "sqlite"
 
     def __init__(self, rejects_max_bytes: int | None = None) -> None:
         self._lock = threading.RLock()

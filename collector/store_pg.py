@@ -40,6 +40,7 @@ class PostgresStore(Store):
         "agent = excluded.agent"
     )
     json_number_sql = "(record::jsonb ->> '{field}')::numeric"
+    dialect = "postgresql"
 
     def __init__(
         self, dsn: str, *, read_only: bool = False, rejects_max_bytes: int | None = None

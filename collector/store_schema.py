@@ -29,13 +29,23 @@ class Migration:
     name: str
     sql: str = ""
     per_dialect: tuple[tuple[Dialect, str], ...] = ()
+    #: Whole statements per dialect, run after the others as given (never split, never
+    #: formatted): a trigger's or a function's body holds semicolons of its own.
+    whole: tuple[tuple[Dialect, tuple[str, ...]], ...] = ()
 
     def statements(self, dialect: Dialect) -> list[str]:
         """The statements to run, in order, for ``dialect`` (``;``-separated in the source; no
-        literal here contains a semicolon)."""
+        literal here contains a semicolon), then its ``whole`` statements."""
         text = dict(self.per_dialect).get(dialect, self.sql).format_map(DIALECT_WORDS[dialect])
-        return [part.strip() for part in text.split(";") if part.strip()]
+        split = [part.strip() for part in text.split(";") if part.strip()]
+        return split + list(dict(self.whole).get(dialect, ()))
 
+
+#: What refuses a DELETE of records outside ``frota collector prune`` (one line, the articles).
+DELETE_REFUSED: Final = (
+    "records are deleted only by frota collector prune, past the retention period "
+    "(Decreto SP 29.913/1989 art. 61 §3, Regulamento TO art. 66 §1)"
+)
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -148,5 +158,39 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         CREATE INDEX idx_records_events ON records (vehicle, ts_ms)
             WHERE kind NOT IN ('speed', 'position');
         """,
+    ),
+    Migration(
+        # Retention (docs/collector.md, "Retention"): legal holds, the prunes done, and a guard
+        # that refuses any DELETE of records except inside the prune's own transactions (which
+        # open the gate: a row of prune_gate in SQLite, SET LOCAL frota.prune in PostgreSQL).
+        "008_retention",
+        """
+        CREATE TABLE holds (id {serial_pk}, vehicle TEXT NOT NULL, since_ms BIGINT NOT NULL,
+            until_ms BIGINT NOT NULL, reason TEXT NOT NULL, made_by TEXT NOT NULL,
+            made_ms BIGINT NOT NULL, released_by TEXT, released_ms BIGINT);
+        CREATE INDEX idx_holds_vehicle ON holds (vehicle, since_ms);
+        CREATE TABLE prunes (id {serial_pk}, vehicle TEXT NOT NULL, before_ms BIGINT NOT NULL,
+            deleted BIGINT NOT NULL, done_ms BIGINT NOT NULL);
+        CREATE TABLE prune_gate (opened_ms BIGINT NOT NULL)
+        """,
+        whole=(
+            ("sqlite", (
+                "CREATE TRIGGER records_delete_guard BEFORE DELETE ON records "
+                "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) BEGIN "
+                f"SELECT RAISE(ABORT, '{DELETE_REFUSED}'); END",
+            )),
+            ("postgresql", (
+                "CREATE FUNCTION frota_records_delete_guard() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' THEN "
+                f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN NULL; END $$",
+                "CREATE FUNCTION frota_records_delete_row() RETURNS trigger LANGUAGE plpgsql AS "
+                "$$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' THEN "
+                f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN OLD; END $$",
+                "CREATE TRIGGER records_delete_guard BEFORE DELETE ON records FOR EACH ROW "
+                "EXECUTE FUNCTION frota_records_delete_row()",
+                "CREATE TRIGGER records_truncate_guard BEFORE TRUNCATE ON records "
+                "FOR EACH STATEMENT EXECUTE FUNCTION frota_records_delete_guard()",
+            )),
+        ),
     ),
 )

@@ -60,6 +60,10 @@ def register(subparsers: Any) -> None:
 
     collector_tokens.add_subcommands(sub)  # token add|list|remove
 
+    from frota.commands import collector_retention
+
+    collector_retention.add_subcommands(sub)  # prune, hold add|release|list
+
 
 def _config(path: str) -> Any:
     from collector.config import ConfigError, load_config
@@ -74,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the collector with the configuration file."""
     from collector import registry, service
     from collector.store import StoreError
+    from frota.commands.collector_retention import check_retention
     from protocols.identity import IdentityError
     from protocols.mqtt_client import MqttError
 
@@ -81,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
     if config.log_level is not None:
         logging.getLogger().setLevel(config.log_level)
     try:
+        # a keeping period shorter than the law's minimum: refused before anything starts
+        check_retention(config, registry.load(config.registry))
         return service.run(config)
     except registry.RegistryError as err:
         raise UserError(f"fleet registry: {err}") from err

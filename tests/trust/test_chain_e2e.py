@@ -59,6 +59,8 @@ def test_genuine_records_verify_and_every_tampering_is_found_with_its_position(
         def tampered(name: str, *sql: str) -> tuple[int, str]:
             db = _copy(fleet, tmp_path / f"{name}.db")
             with sqlite3.connect(db) as conn:
+                # an intruder goes around the store's guard on deletes (migration 008_retention)
+                conn.execute("DROP TRIGGER IF EXISTS records_delete_guard")
                 for statement in sql:
                     assert conn.execute(statement).rowcount >= 1, statement
             return _verify(capsys, "--db", str(db), "--ca", ca)

@@ -1,0 +1,249 @@
+"""How long the collector keeps records, and the one path that deletes them (docs/collector.md,
+"Retention").
+
+- The **minimum** is the law's, per profile (``[rules."retention.minimum"] minimum_days``: SP 365
+  d, Decreto SP 29.913/1989 art. 61 §3; TO 90 d, Regulamento TO art. 66 §1; BA 365 d, its text
+  states none). The operator's **keeping period** (``[retention] keep_days`` in the collector's
+  configuration) may be longer, never shorter: a shorter one is refused at start, with the article.
+- A record's age counts from its device time (``ts``), by whole days in the time zone of the
+  vehicle's profile (registry ``vehicles[].profile``, else the collector's default profile): a
+  record of local day D is deleted on local day T only when T - D > the keeping period, and never
+  when T - D <= the minimum, whatever the configuration says.
+- A legal hold (``collector/holds.py``) keeps its vehicle's period whatever its age.
+- :func:`prune` deletes in short transactions of at most ``batch_rows`` records each (the ingest
+  waits at most one batch), marks each pruned record's chain link ``pruned`` (its hash stays, so
+  ``frota verify`` still walks the chain) and logs every run in ``prunes``. The store refuses any
+  other DELETE of records (a trigger, migration ``008_retention``).
+- With several collectors on one PostgreSQL store, one prune at a time: an advisory lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any, Final
+
+from collector.registry import Registry
+from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
+from collector.store import Store
+
+log = logging.getLogger(__name__)
+
+#: The rule whose profile section holds the minimum.
+RULE: Final = "retention.minimum"
+#: PostgreSQL advisory lock key of the prune (one collector at a time on a shared store).
+PRUNE_LOCK: Final = 0x46524F5441  # "FROTA"
+DAY_MS: Final = 86_400_000
+
+
+class RetentionError(ValueError):
+    """A keeping period shorter than the law's minimum; the message cites the article."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The retention of one profile: the law's minimum and the period actually kept."""
+
+    profile: str
+    minimum_days: int
+    keep_days: int
+    basis: tuple[str, ...]
+
+    @property
+    def article(self) -> str:
+        """The article(s) of the minimum, or what the profile says when its text has none."""
+        return ", ".join(self.basis) if self.basis else f"profile {self.profile}: no period " \
+            "stated in its text, one year kept"
+
+
+def policy(profile: Profile, keep_days: int | None) -> Policy:
+    """The retention under ``profile`` with the configured keeping period (None: the minimum).
+    Raises RetentionError when ``keep_days`` is shorter than the minimum."""
+    rule = profile.rule(RULE)
+    minimum = int(rule.params.minimum_days)
+    pol = Policy(profile.name, minimum, minimum if keep_days is None else keep_days, rule.basis)
+    if pol.keep_days < minimum:
+        raise RetentionError(
+            f"retention.keep_days: {keep_days} days is shorter than the minimum of {minimum} days "
+            f"under profile {profile.name} ({pol.article})"
+        )
+    return pol
+
+
+def profiles_in_use(registry: Registry | None, default: str = DEFAULT_PROFILE) -> list[str]:
+    """The default profile and every vehicle's home profile, sorted."""
+    names = {default}
+    if registry is not None:
+        names |= {v.profile for v in registry.vehicles.values() if v.profile}
+    return sorted(names)
+
+
+def check_keep_days(keep_days: int | None, registry: Registry | None,
+                    profiles: Mapping[str, Profile], default: str = DEFAULT_PROFILE) -> None:
+    """Refuse (RetentionError) a keeping period shorter than the minimum of any profile in use."""
+    for name in profiles_in_use(registry, default):
+        if name in profiles:
+            policy(profiles[name], keep_days)
+
+
+def vehicle_profile(vehicle: str, registry: Registry | None, profiles: Mapping[str, Profile],
+                    default: str = DEFAULT_PROFILE) -> Profile:
+    """The vehicle's home profile (registry ``vehicles[].profile``), else the default."""
+    known = registry.vehicles.get(vehicle) if registry is not None else None
+    name = known.profile if known is not None and known.profile else default
+    return profiles.get(name) or profiles[default]
+
+
+def local_day(ms: int, profile: Profile) -> date:
+    """The local calendar day of an instant in the profile's zone."""
+    return datetime.fromtimestamp(ms / 1000, profile.tz).date()
+
+
+def cutoff_ms(today: date, days: int, profile: Profile) -> int:
+    """The first instant kept on local day ``today`` when ``days`` whole days are kept: the
+    start of local day ``today - days`` (a record of that day is exactly ``days`` old)."""
+    return local_midnight_ms(today - timedelta(days=days), profile.tz)
+
+
+@dataclass(frozen=True)
+class VehiclePrune:
+    """What a prune did (or, dry, would do) for one vehicle."""
+
+    vehicle: str
+    profile: str
+    keep_days: int
+    before_ms: int
+    deleted: int
+    held: int
+
+
+@contextmanager
+def _gate(store: Store) -> Iterator[Any]:
+    """One transaction in which the store lets records be deleted (migration 008_retention)."""
+    with store._lock, store._transaction() as tx:
+        if store.dialect == "postgresql":
+            store._executemany(tx, "SELECT set_config('frota.prune', 'on', true)", [()])
+        else:
+            store._executemany(tx, "INSERT INTO prune_gate (opened_ms) VALUES (?)", [(0,)])
+        yield tx
+        if store.dialect != "postgresql":
+            store._executemany(tx, "DELETE FROM prune_gate", [()])
+
+
+_HELD = ("EXISTS (SELECT 1 FROM holds h WHERE h.vehicle = records.vehicle AND "
+         "h.released_ms IS NULL AND records.ts_ms >= h.since_ms AND records.ts_ms < h.until_ms)")
+
+
+def _prune_vehicle(store: Store, vehicle: str, before_ms: int, batch_rows: int, dry_run: bool,
+                   pause_s: float) -> tuple[int, int]:
+    """Delete the vehicle's unheld records with ts < ``before_ms``; (deleted, held)."""
+    held = int(store._read(
+        f"SELECT count(*) FROM records WHERE vehicle = ? AND ts_ms < ? AND {_HELD}",
+        (vehicle, before_ms))[0][0])
+    if dry_run:
+        count = int(store._read(
+            f"SELECT count(*) FROM records WHERE vehicle = ? AND ts_ms < ? AND NOT {_HELD}",
+            (vehicle, before_ms))[0][0])
+        return count, held
+    deleted = 0
+    while True:
+        with _gate(store) as tx:
+            rows = store._query(
+                f"SELECT id, agent, seq FROM records WHERE vehicle = ? AND ts_ms < ? "
+                f"AND NOT {_HELD} ORDER BY ts_ms LIMIT ?", (vehicle, before_ms, batch_rows))
+            if rows:
+                store._executemany(tx, "DELETE FROM records WHERE id = ?",
+                                   [(row[0],) for row in rows])
+                # the hash stays in the chain: frota verify counts it as a hash-only entry
+                store._executemany(
+                    tx, "UPDATE links SET state = 'pruned' WHERE vehicle = ? AND agent = ? "
+                    "AND seq = ? AND state = 'stored'",
+                    [(vehicle, row[1], row[2]) for row in rows])
+        deleted += len(rows)
+        if len(rows) < batch_rows:
+            return deleted, held
+        time.sleep(pause_s)  # let the ingest's next commit in between two batches
+
+
+def prune(store: Store, registry: Registry | None, profiles: Mapping[str, Profile],
+          keep_days: int | None, *, now_ms: int, default: str = DEFAULT_PROFILE,
+          batch_rows: int = 1000, dry_run: bool = False, pause_s: float = 0.01) -> list[VehiclePrune]:
+    """Delete every vehicle's records older than its keeping period (never younger than its
+    profile's minimum), except held periods; what was (dry: would be) deleted per vehicle."""
+    out: list[VehiclePrune] = []
+    for vehicle in store.vehicle_ids():
+        profile = vehicle_profile(vehicle, registry, profiles, default)
+        pol = policy(profile, None)
+        keep = max(pol.minimum_days, keep_days if keep_days is not None else 0)
+        before = cutoff_ms(local_day(now_ms, profile), keep, profile)
+        deleted, held = _prune_vehicle(store, vehicle, before, batch_rows, dry_run, pause_s)
+        if deleted and not dry_run:
+            store.apply([("INSERT INTO prunes (vehicle, before_ms, deleted, done_ms) "
+                          "VALUES (?, ?, ?, ?)", [(vehicle, before, deleted, now_ms)])])
+        out.append(VehiclePrune(vehicle, profile.name, keep, before, deleted, held))
+    return out
+
+
+@contextmanager
+def prune_lease(store: Store) -> Iterator[bool]:
+    """True when this process may prune now: always on SQLite (one writer); on PostgreSQL when
+    it holds the advisory lock (released on exit), False while another collector prunes."""
+    if store.dialect != "postgresql":
+        yield True
+        return
+    with store._lock:
+        got = bool(store._query("SELECT pg_try_advisory_lock(?)", (PRUNE_LOCK,))[0][0])
+    try:
+        yield got
+    finally:
+        if got:
+            with store._lock:
+                store._query("SELECT pg_advisory_unlock(?)", (PRUNE_LOCK,))
+
+
+class DailyPrune:
+    """The collector's prune, once a day (and once soon after start), under the lease."""
+
+    def __init__(self, run_once: Callable[[], list[VehiclePrune]], store: Store,
+                 every_s: float = 86_400.0, first_after_s: float = 60.0) -> None:
+        self.run_once = run_once
+        self.store = store
+        self.every_s = every_s
+        self.first_after_s = first_after_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="prune", daemon=True)
+
+    def start(self) -> None:
+        """Start the daily thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop it (a running batch finishes first)."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        wait = self.first_after_s
+        while not self._stop.wait(wait):
+            wait = self.every_s
+            try:
+                with prune_lease(self.store) as mine:
+                    if not mine:
+                        log.info("prune: another collector holds the lease, skipped today")
+                        continue
+                    done = self.run_once()
+                total = sum(p.deleted for p in done)
+                log.info("prune: %d records past the keeping period deleted (%d vehicles)",
+                         total, sum(1 for p in done if p.deleted))
+            except Exception:  # the prune must never take the collector down
+                log.exception("prune: failed, the next run is tomorrow")
+
+
+def now_day_ms() -> int:
+    """The collector's clock in ms (only to date today; a record's age is by its device time)."""
+    return time.time_ns() // 1_000_000
