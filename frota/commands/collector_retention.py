@@ -32,7 +32,9 @@ def add_subcommands(sub: Any) -> None:
                           "until released (an accident, a lawsuit, an inspector's request).")
     what = hold.add_subparsers(dest="hold_command", metavar="ACTION")
     what.required = True
-    add = what.add_parser("add", help="hold a vehicle's period")
+    add = what.add_parser("add", help="hold a vehicle's period",
+                          description="Hold a vehicle's period (SINCE <= ts < UNTIL): no prune "
+                          "deletes it until the hold is released. Recorded with who and when.")
     _source(add)
     add.add_argument("--vehicle", required=True, metavar="ID", help="the vehicle id")
     add.add_argument("--since", required=True, metavar="TS",
@@ -42,12 +44,16 @@ def add_subcommands(sub: Any) -> None:
     add.add_argument("--reason", required=True, metavar="TEXT", help="why the period is held")
     add.add_argument("--by", metavar="NAME", help="who holds it (default: the OS user)")
     add.set_defaults(func=run_hold_add)
-    release = what.add_parser("release", help="release a hold (it stays listed)")
+    release = what.add_parser("release", help="release a hold (it stays listed)",
+                              description="Release a hold: its period may be pruned again once "
+                              "past the keeping period. The hold stays listed, with who and when.")
     _source(release)
     release.add_argument("id", type=int, help="the hold's number (hold list)")
     release.add_argument("--by", metavar="NAME", help="who releases it (default: the OS user)")
     release.set_defaults(func=run_hold_release)
-    listing = what.add_parser("list", help="list the holds, released ones included")
+    listing = what.add_parser("list", help="list the holds, released ones included",
+                              description="Every hold, oldest first, active or released, with "
+                              "who made (and released) it and when.")
     _source(listing)
     listing.set_defaults(func=run_hold_list)
 
