@@ -90,6 +90,8 @@ class FmsBus:
         return out
 
     def _catch_up(self, now_ms: int) -> None:
+        """Build every tick at or before ``now_ms`` (a change made at a device time is in the
+        frames of that time on: the setters catch up to the millisecond before)."""
         while self.next_tick_ms <= now_ms:
             at = self.next_tick_ms
             self.odometer_m += self.kmh / 3.6 * (at - self._last_tick_ms) / 1000
@@ -123,26 +125,26 @@ class FmsBus:
 
     def set_speed(self, kmh: float, now_ms: int) -> None:
         """The vehicle's speed from ``now_ms`` on (the odometer integrates it)."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
         self.kmh = max(0.0, min(kmh, 250.0))
 
     def set_ignition(self, on: bool, now_ms: int) -> None:
         """Ignition: not a TCO1 signal (the bus keeps talking while the tachograph is powered)."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
 
     def insert_card(self, slot: int, card: str, activity: str, now_ms: int) -> None:
         """A driver inserts a card: TCO1 says a card is present, DI carries its identification."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
         self.slots[slot - 1] = _Slot(card, activity)
 
     def withdraw_card(self, slot: int, now_ms: int) -> None:
         """The card in slot 1 or 2 is taken out."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
         self.slots[slot - 1] = _Slot()
 
     def set_activity(self, slot: int, activity: str, now_ms: int) -> None:
         """The driver in a slot declares an activity (TCO1's working state)."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
         current = self.slots[slot - 1]
         if current.card is not None:
             self.slots[slot - 1] = replace(current, activity=activity)
@@ -150,13 +152,13 @@ class FmsBus:
     def device_event(self, event: str, now_ms: int, *, code: int = 0, value: int = 0) -> None:
         """``fault``/``fault_cleared`` set TCO1's tachograph performance event; others (tamper,
         compartment, clock set) have no FMS signal and are not sent."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
         if event in ("fault", "fault_cleared"):
             self.performance_event = event == "fault"
 
     def set_door(self, door: int, is_open: bool, now_ms: int) -> None:
         """A door opens or closes (DC2 carries doors 1 and 2)."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
         if door in self.doors:
             self.doors[door] = is_open
 
@@ -173,12 +175,12 @@ class FmsBus:
 
     def power_off(self, now_ms: int) -> None:
         """The tachograph loses power: the bus falls silent."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
         self.powered = False
 
     def power_on(self, now_ms: int) -> None:
         """Power is back: frames again from the next tick."""
-        self._catch_up(now_ms)
+        self._catch_up(now_ms - 1)
         self.powered = True
 
 

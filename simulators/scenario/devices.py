@@ -1,5 +1,12 @@
 """The three simulated devices of the project, fed second by second from one scenario timeline.
 
+The tachograph is the registrador on its serial line, or (``tachograph="fms"``) the same
+tachograph on the bus's FMS CAN interface, read through an SLCAN adapter
+(:mod:`simulators.fms`): TCO1 once per scenario second (a real bus sends 20 Hz; the decoder
+writes speed at 1 Hz plus every start and stop either way), TD, DI, VDHR and DC2 (doors 1
+and 2) each second. Trips and incidents are not on the FMS bus: they wait in
+``FmsBus.console`` for the operator to enter them (:meth:`ScenarioDevices.operator_records`).
+
 The models are the ones ``frota sim registrador|gps|apc`` run (:mod:`simulators.registrador`,
 :mod:`simulators.gps`, :mod:`simulators.apc`); the scenario only drives them:
 
@@ -14,8 +21,11 @@ The models are the ones ``frota sim registrador|gps|apc`` run (:mod:`simulators.
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
+from protocols.records import Record, make_record, ms_to_ts
 from simulators.apc import DoorSensor, SensorBus
+from simulators.fms import FmsBus, SlcanAdapter
 from simulators.gps import GpsFix, GpsReceiver
 from simulators.registrador import RegistradorModel
 from simulators.scenario.render import COURSE_MIN_MS
@@ -36,10 +46,17 @@ REGISTRADOR_EVENTS = {
 class ScenarioDevices:
     """The registrador, GPS and door-sensor models following one timeline."""
 
-    def __init__(self, tl: Timeline) -> None:
+    def __init__(self, tl: Timeline, tachograph: Literal["registrador", "fms"] = "registrador") -> None:
         self.tl = tl
         sc = tl.scenario
-        self.registrador = RegistradorModel(sc.start_ms, odometer_m=sc.odometer_m)
+        self.fms: FmsBus | None = None
+        self.adapter: SlcanAdapter | None = None
+        self.registrador: RegistradorModel | FmsBus
+        if tachograph == "fms":
+            self.fms = self.registrador = FmsBus(sc.start_ms, tco1_hz=1, odometer_m=sc.odometer_m)
+            self.adapter = SlcanAdapter(self.fms)
+        else:
+            self.registrador = RegistradorModel(sc.start_ms, odometer_m=sc.odometer_m)
         # a receiver started 1 ms before the scenario gives its first fix at the first second
         self.gps = GpsReceiver(sc.start_ms - 1, self.fix, vtg=False)
         self.sensors = {d: DoorSensor(address=d) for d in range(1, sc.doors + 1)}
@@ -58,9 +75,30 @@ class ScenarioDevices:
         self._d = 0
 
     @property
-    def models(self) -> tuple[RegistradorModel, GpsReceiver, SensorBus]:
-        """The three device models, for the runner."""
-        return self.registrador, self.gps, self.apc
+    def models(self) -> tuple[RegistradorModel | SlcanAdapter, GpsReceiver, SensorBus]:
+        """The three device models, for the runner (the tachograph's first)."""
+        tachograph = self.adapter if self.adapter is not None else self.registrador
+        assert not isinstance(tachograph, FmsBus)
+        return tachograph, self.gps, self.apc
+
+    def operator_records(self, vehicle: str) -> list[Record]:
+        """The console's trips and incidents an FMS bus did not carry, as the operator enters
+        them (``frota collector enter trip|incident``, which adds ``agent: "operator"`` and a seq)."""
+        if self.fms is None:
+            return []
+        out: list[Record] = []
+        for entry in self.fms.console:
+            ts = ms_to_ts(entry["ms"])
+            if entry["kind"] == "trip":
+                rec = make_record("trip", vehicle, ts, event=entry["event"], trip=entry["trip"],
+                                  line=entry["line"])
+                if entry["event"] == "start" and entry["scheduled_ms"] is not None:
+                    rec["scheduled"] = ms_to_ts(entry["scheduled_ms"])
+                out.append(rec)
+            else:
+                out.append(make_record("incident", vehicle, ts, cause=entry["cause"],
+                                       carrier_fault=entry["carrier_fault"]))
+        return out
 
     def fix(self, now_ms: int) -> GpsFix:
         """The GPS fix at a device time (the timeline's second at or before it)."""
@@ -83,6 +121,8 @@ class ScenarioDevices:
             sensor = self.sensors[door]
             if action in ("open", "close"):
                 sensor.open = action == "open"
+                if self.fms is not None:
+                    self.fms.set_door(door, sensor.open, ms)
             elif action == "in":
                 sensor.board()
             else:
