@@ -108,6 +108,9 @@ class Source:
         #: otherwise the decoder is given the time keeper's estimate before each read.
         self.clocked = entry.clocked
         self.decoder: Decoder = entry.make_decoder(context.vehicle)
+        #: False while the source reads a backlog (bytes waiting in its port): the device times
+        #: of those records are behind "now" and do not set the agent's time.
+        self.live = True
         self.health: str | None = None  # None until the first report; then ok/disconnected/silent
         self.records = 0
         self.reopens = 0
@@ -206,7 +209,7 @@ class Source:
         """Hand records (maybe none) to the buffer, with the source's state if it keeps one;
         a device's clock sets the agent's time."""
         state = self.state_for(records)
-        if records and self.clocked:
+        if records and self.clocked and self.live:
             self.clock.observe(records[-1]["ts"], self.name)
         if state is not None and self.state is not None:
             self.records += len(records)

@@ -45,6 +45,10 @@ DEFAULT_OPEN_WAIT_S = 2.0
 #: The serial read timeout python-can's slcan polls with: a byte ends the wait at once, so this
 #: bounds only how often an idle line wakes the thread (python-can's default, 1 ms, is 1000/s).
 SLCAN_POLL_S = 0.05
+#: Bytes waiting in an SLCAN port past which the source is reading a backlog (about ten frames):
+#: the records' device times are then behind "now" and do not set the agent's time (with a
+#: GPS read promptly beside it, a lagging tachograph would pull the door records' times back).
+BEHIND_BYTES = 300
 #: How often the decoder is given the agent's time estimate (used only while TD is absent).
 ESTIMATE_EVERY_S = 0.1
 
@@ -61,6 +65,16 @@ class CanLine:
             self.bus.shutdown()
         except (can.CanError, serial.SerialException, OSError) as err:
             log.debug("closing the CAN bus: %s", err)
+
+
+def _waiting(bus: can.BusABC) -> int:
+    """Bytes an SLCAN adapter's port holds, not read yet (0 for SocketCAN: not known)."""
+    if isinstance(bus, slcanBus):
+        try:
+            return int(bus.serialPortOrig.in_waiting)
+        except (serial.SerialException, OSError, termios.error):
+            return 0
+    return 0
 
 
 def _line_gone(err: can.CanError) -> bool:
@@ -147,7 +161,10 @@ class FmsSource(Source):
             frame = CanFrame(now, msg.arbitration_id, msg.is_extended_id, bytes(msg.data))
             if self.taps:  # frota agent capture: the frame as SLCAN text, as frota decode reads it
                 self.tee(slcan.encode_frame(frame))
-            self.deliver(self._ours(self.fms.frame(frame)))
+            records = self._ours(self.fms.frame(frame))
+            if records:
+                self.live = _waiting(bus) < BEHIND_BYTES
+            self.deliver(records)
         self.deliver(self._ours(self.fms.finish()))
 
     def _ours(self, records: list[Record]) -> list[Record]:

@@ -186,6 +186,22 @@ def _check_deadline(store: Any, finding_id: str, vehicle: str) -> None:
                         f"a deadline: a report answers {', '.join(DEADLINES)}")
 
 
+def store_operator_record(url: str, rec: dict[str, Any]) -> dict[str, Any]:
+    """Validate and store an operator's record in the collector's database at ``url`` (agent
+    ``operator``, the next seq), as ``frota collector enter`` does; returns it as stored.
+    RecordError or StoreError when it cannot be."""
+    from collector.store import open_store
+    from protocols.records import now_ms
+
+    validate(rec)
+    store = open_store(url, create=False)
+    try:
+        stored: dict[str, Any] = store.append(rec["vehicle"], "operator", rec, now_ms())
+        return stored
+    finally:
+        store.close()
+
+
 def run_findings(args: argparse.Namespace) -> int:
     """Print the stored findings."""
     from collector import findings

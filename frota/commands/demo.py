@@ -37,7 +37,6 @@ from frota.harness import HarnessError
 TARGET_PLAY_S = 60.0
 #: A file in the work directory saying the demo made it (so it may be cleaned).
 MARKER = ".frota-demo"
-DEVICES = ("registrador", "gps", "apc")
 
 
 def register(subparsers: Any) -> None:
@@ -56,6 +55,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--time-scale", type=float, metavar="X",
                         help="scenario seconds per real second (default: the whole scenario "
                         f"in about {TARGET_PLAY_S:.0f} s)")
+    parser.add_argument("--tachograph", choices=("registrador", "fms"), default="registrador",
+                        help="read the tachograph on its serial line (registrador, the default) "
+                        "or on the bus's FMS CAN interface through a simulated SLCAN adapter "
+                        "(fms); with fms the trips come from the operator, entered in the "
+                        "collector as the scenario reaches them (frota collector enter trip)")
     parser.add_argument("--workdir", default="var/demo", metavar="DIR",
                         help="where the configurations, databases and logs go (default "
                         "./var/demo); emptied at the start unless --keep")
@@ -133,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     player_log = logging.getLogger("simulators")
     player_log.setLevel(max(logging.WARNING, logging.getLogger().getEffectiveLevel()))
     try:
-        return Demo(sc, tl, scale, workdir).run()
+        return Demo(sc, tl, scale, workdir, args.tachograph).run()
     except HarnessError as err:  # a process died or never became ready: the one-line message
         raise UserError(str(err)) from err
 
@@ -141,9 +145,14 @@ def run(args: argparse.Namespace) -> int:
 class Demo:
     """One run of the demo: the processes, the player and what is printed."""
 
-    def __init__(self, sc: Any, tl: Any, scale: float, workdir: Path) -> None:
+    def __init__(self, sc: Any, tl: Any, scale: float, workdir: Path,
+                 tachograph: str = "registrador") -> None:
+        from simulators.scenario.play import device_names
+
         self.sc, self.tl, self.scale, self.workdir = sc, tl, scale, workdir
-        self.ttys = {name: workdir / "ttys" / name for name in DEVICES}
+        self.tachograph = tachograph
+        self.ttys = {name: workdir / "ttys" / name for name in device_names(tachograph)}
+        self.entered: list[str] = []
         self.buffer = workdir / "buffer.sqlite"
         self.database = workdir / "collector.db"
         self.fleet = workdir / "fleet"  # the demo's provisioned fleet (docs/trust.md)
@@ -161,7 +170,8 @@ class Demo:
         self.collector = harness.CollectorProcess(self.collector_conf, self.http_port,
                                                   workdir / "collector.log", own_group=True)
         self.agent = harness.AgentProcess(self.agent_conf, workdir / "agent.log", own_group=True)
-        self.player = Player(sc, tl.duration_s, scale, workdir / "ttys")
+        self.player = Player(sc, tl.duration_s, scale, workdir / "ttys", tachograph,
+                             self.enter if tachograph == "fms" else None)
         self.display = watch.Display()
 
     def write_configs(self) -> None:
@@ -178,6 +188,14 @@ class Demo:
         self.collector.token = trust.token
         services.write_agent_conf(self.agent_conf, self.sc.vehicle, self.broker_port,
                                   self.ttys, self.sc.doors, broker_tables=trust.agent_tables)
+
+    def enter(self, rec: dict[str, Any]) -> None:
+        """The operator enters a trip or incident the FMS bus does not carry, as the scenario
+        reaches it (what ``frota collector enter trip|incident`` does), in the player's thread."""
+        from frota.commands.collector_findings import store_operator_record
+
+        store_operator_record(str(self.database), rec)
+        self.entered.append(f"{rec['kind']} {rec.get('event', rec.get('cause'))} at {rec['ts']}")
 
     def counts(self) -> watch.Counts:
         """The live counts now."""

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from protocols.records import Record
 
 
 @dataclass
@@ -21,6 +24,10 @@ class Player:
     last_second: int
     time_scale: float
     links: Path
+    #: Where the tachograph is read: its serial line (registrador) or the FMS CAN bus (fms).
+    tachograph: str = "registrador"
+    #: Gets each trip or incident the FMS bus does not carry, at its second (the operator).
+    on_operator: Callable[[Record], None] | None = None
     ready: threading.Event = field(default_factory=threading.Event)
     go: threading.Event = field(default_factory=threading.Event)
     played: threading.Event = field(default_factory=threading.Event)
@@ -45,7 +52,8 @@ class Player:
         try:
             play(self.sc, time_scale=self.time_scale, links=self.links,
                  announce=io.StringIO(), lead_in_s=0.5, tail_s=0.2, on_ready=self._on_ready,
-                 on_second=self._on_second, should_stop=self.stop.is_set)
+                 on_second=self._on_second, should_stop=self.stop.is_set,
+                 tachograph=self.tachograph, on_operator=self.on_operator)
         except Exception as err:  # noqa: BLE001 - handed to the main thread, which reports it
             self.error = err
         finally:

@@ -29,7 +29,8 @@ def write_collector_conf(path: Path, broker_port: int, http_port: int) -> None:
 
 def write_agent_conf(path: Path, vehicle: str, broker_port: int, ttys: Mapping[str, Path],
                      doors: int, broker_tables: str | None = None) -> None:
-    """The agent's configuration (firmware-notes/agent-config.md) for the three simulated lines;
+    """The agent's configuration (firmware-notes/agent-config.md) for the three simulated lines
+    (the tachograph's is ``registrador``, or ``fms``: an SLCAN adapter on the bus's FMS CAN);
     ``broker_tables``: the provisioned ``[broker]``, ``[broker.tls]`` and ``[identity]`` tables
     (frota/provision/demo.py) instead of an anonymous broker."""
     # The lines stay quiet for a few seconds while the demo waits for the last records to be
@@ -54,9 +55,15 @@ def write_agent_conf(path: Path, vehicle: str, broker_port: int, ttys: Mapping[s
         "[uplink]\n"
         "batch_interval_ms = 250\n"
         "ack_timeout_s = 5\n\n"
-        "[[devices]]\n"
-        'name = "registrador"\nprotocol = "registrador"\n'
-        f'port = "{ttys["registrador"]}"\nbaudrate = 115200\n{quiet}\n'
+        + (
+            "[[devices]]\n"
+            'name = "fms"\nprotocol = "fms"\ninterface = "slcan"\nopen_wait_s = 0\n'
+            f'port = "{ttys["fms"]}"\n{quiet}\n'
+            if "fms" in ttys else
+            "[[devices]]\n"
+            'name = "registrador"\nprotocol = "registrador"\n'
+            f'port = "{ttys["registrador"]}"\nbaudrate = 115200\n{quiet}\n'
+        ) +
         "[[devices]]\n"
         'name = "gps"\nprotocol = "nmea"\n'
         f'port = "{ttys["gps"]}"\nbaudrate = 9600\n{quiet}\n'

@@ -12,7 +12,7 @@ from simulators.errors import SimulatorError
 from simulators.noise import NoiseConfig
 from simulators.scenario import find, load, shipped
 from simulators.scenario.model import Scenario, ScenarioError
-from simulators.scenario.play import play
+from simulators.scenario.play import TACHOGRAPHS, device_names, play
 from simulators.scenario.render import iter_records
 from simulators.scenario.timeline import Timeline, build
 
@@ -45,17 +45,24 @@ def register_sim(subparsers: Any) -> None:
     render.set_defaults(func=run_render)
 
     player = actions.add_parser(
-        "play", help="play a scenario on the registrador, GPS and door counters (ptys)",
+        "play", help="play a scenario on the registrador (or FMS), GPS and door counters (ptys)",
         description="Play a scenario on three pseudo-terminals: the registrador, the GPS "
         "(NMEA) and the door counters (APC-485, answering polls). Prints 'NAME PATH' for "
         "each device, waits --lead-in seconds, then plays; the device clocks follow the "
-        "scenario's time.",
+        "scenario's time. With --tachograph fms the tachograph is on the bus's FMS CAN "
+        "interface instead, an SLCAN adapter on the 'fms' pty (firmware-notes/fms.md); the "
+        "trips and incidents its console would have sent are printed as 'operator RECORD' "
+        "lines at their time, for the operator to enter (frota collector enter trip).",
     )
     player.add_argument("file", metavar="FILE", help="scenario file or shipped name")
     player.add_argument("--time-scale", type=float, default=1000.0, metavar="X",
                         help="scenario seconds per real second (default 1000)")
     player.add_argument("--links", metavar="DIR",
-                        help="also make the ttys reachable as DIR/registrador, DIR/gps, DIR/apc")
+                        help="also make the ttys reachable as DIR/registrador (or DIR/fms), "
+                        "DIR/gps, DIR/apc")
+    player.add_argument("--tachograph", choices=TACHOGRAPHS, default="registrador",
+                        help="where the tachograph is read: its serial line (registrador, the "
+                        "default) or the FMS CAN bus (fms)")
     player.add_argument("--lead-in", type=float, default=1.0, metavar="SECONDS",
                         help="real seconds between printing the paths and playing (default 1)")
     player.add_argument("--tail", type=float, default=1.0, metavar="SECONDS",
@@ -119,13 +126,14 @@ def run_play(args: argparse.Namespace) -> int:
     if links is not None:
         if not links.is_dir():
             raise SimulatorError(f"--links {links} is not a directory")
-        for name in ("registrador", "gps", "apc"):
+        for name in device_names(args.tachograph):
             if (links / name).exists() and not (links / name).is_symlink():
                 raise SimulatorError(f"--links: {links / name} exists and is not a symlink")
     try:
         noise = NoiseConfig(ber=args.ber, garbage=args.garbage, seed=args.seed)
         play(sc, time_scale=args.time_scale, links=links, noise=noise,
-             lead_in_s=args.lead_in, tail_s=args.tail)
+             lead_in_s=args.lead_in, tail_s=args.tail, tachograph=args.tachograph,
+             on_operator=lambda rec: print(f"operator {dumps(rec)}", flush=True))
     except ValueError as err:
         raise SimulatorError(str(err)) from err
     except OSError as err:

@@ -51,12 +51,13 @@ class ScenarioDevices:
         sc = tl.scenario
         self.fms: FmsBus | None = None
         self.adapter: SlcanAdapter | None = None
-        self.registrador: RegistradorModel | FmsBus
+        #: The tachograph's model, whichever interface it is read on.
+        self.tachograph: RegistradorModel | FmsBus
         if tachograph == "fms":
-            self.fms = self.registrador = FmsBus(sc.start_ms, tco1_hz=1, odometer_m=sc.odometer_m)
+            self.fms = self.tachograph = FmsBus(sc.start_ms, tco1_hz=1, odometer_m=sc.odometer_m)
             self.adapter = SlcanAdapter(self.fms)
         else:
-            self.registrador = RegistradorModel(sc.start_ms, odometer_m=sc.odometer_m)
+            self.tachograph = RegistradorModel(sc.start_ms, odometer_m=sc.odometer_m)
         # a receiver started 1 ms before the scenario gives its first fix at the first second
         self.gps = GpsReceiver(sc.start_ms - 1, self.fix, vtg=False)
         self.sensors = {d: DoorSensor(address=d) for d in range(1, sc.doors + 1)}
@@ -75,10 +76,15 @@ class ScenarioDevices:
         self._d = 0
 
     @property
+    def registrador(self) -> RegistradorModel:
+        """The registrador's model (the scenario played with the tachograph on its serial line)."""
+        assert isinstance(self.tachograph, RegistradorModel), "the tachograph is on FMS"
+        return self.tachograph
+
+    @property
     def models(self) -> tuple[RegistradorModel | SlcanAdapter, GpsReceiver, SensorBus]:
         """The three device models, for the runner (the tachograph's first)."""
         tachograph = self.adapter if self.adapter is not None else self.registrador
-        assert not isinstance(tachograph, FmsBus)
         return tachograph, self.gps, self.apc
 
     def operator_records(self, vehicle: str) -> list[Record]:
@@ -112,7 +118,7 @@ class ScenarioDevices:
         """Set the devices for scenario second ``t`` (call before the runner's step at ``t``)."""
         tl = self.tl
         ms = tl.ms(t)
-        self.registrador.set_speed(tl.speed_ms[t] * 3.6, ms - 1)
+        self.tachograph.set_speed(tl.speed_ms[t] * 3.6, ms - 1)
         while self._e < len(self._events) and self._events[self._e].t_s <= t:
             self._registrador_event(self._events[self._e], ms)
             self._e += 1
@@ -130,7 +136,7 @@ class ScenarioDevices:
             self._d += 1
 
     def _registrador_event(self, event: Event, ms: int) -> None:
-        reg = self.registrador
+        reg = self.tachograph
         fields = event.fields
         if event.kind == "driver":
             slot = int(fields["slot"])

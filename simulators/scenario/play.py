@@ -1,5 +1,10 @@
 """Plays a scenario on the registrador, the GPS and the door counters, each on its own pseudo-terminal.
 
+With ``tachograph="fms"`` the tachograph is played on the bus's FMS CAN interface instead, as an
+SLCAN adapter on its pty (named ``fms``; :mod:`simulators.scenario.devices`); the trips and
+incidents a console would have sent are handed to ``on_operator`` at their time, as an operator
+would enter them (``frota collector enter trip|incident``).
+
 One loop drives the three device models of :mod:`simulators.scenario.devices` on a manual
 device clock that steps through the scenario one second at a time, so the registrador's and the
 GPS's clocks follow the scenario's time exactly; wall time is paced at ``time_scale`` scenario
@@ -23,6 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO
 
+from protocols.records import Record
 from simulators.clock import ManualClock
 from simulators.noise import Noise, NoiseConfig
 from simulators.pty import PtyPort
@@ -34,6 +40,13 @@ from simulators.scenario.timeline import build
 log = logging.getLogger(__name__)
 
 DEVICE_NAMES = ("registrador", "gps", "apc")
+#: The tachographs a scenario can be played on: its serial line, or the FMS CAN bus.
+TACHOGRAPHS = ("registrador", "fms")
+
+
+def device_names(tachograph: str = "registrador") -> tuple[str, str, str]:
+    """The ptys' names for a play with this tachograph (the tachograph's first)."""
+    return (tachograph, "gps", "apc")
 
 
 @dataclass(frozen=True)
@@ -75,18 +88,25 @@ def play(
     on_second: Callable[[int], None] | None = None,
     on_ready: Callable[[dict[str, str]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    tachograph: str = "registrador",
+    on_operator: Callable[[Record], None] | None = None,
 ) -> PlayResult:
     """Play a scenario on three ptys; print ``NAME PATH`` per device on ``announce`` first.
 
     ``on_ready`` gets {device name: tty path} once the lines are open (before the lead-in);
     ``on_second`` is called after each scenario second is played; the play ends early when
     ``should_stop()`` turns true (checked every second) or on SIGINT/SIGTERM in the main thread.
+    ``tachograph="fms"`` plays the tachograph on FMS; ``on_operator`` then gets each console
+    entry (trip, incident) the FMS bus does not carry, at its second.
     """
+    if tachograph not in TACHOGRAPHS:
+        raise ValueError(f"tachograph {tachograph!r} is not one of {', '.join(TACHOGRAPHS)}")
     if time_scale <= 0:
         raise ValueError(f"time scale must be > 0, not {time_scale}")
     tl = build(sc)
     clock = ManualClock(sc.start_ms - 1)
-    devices = ScenarioDevices(tl)
+    devices = ScenarioDevices(tl, "fms" if tachograph == "fms" else "registrador")
+    handed = 0
     stations = [
         Station(model=m, port=PtyPort(links / m.name if links else None, baud=0),
                 noise=Noise(noise))
@@ -114,6 +134,11 @@ def play(
                 devices.advance(t)
                 clock.set(now)
                 runner.step(now)
+                entries = devices.operator_records(sc.vehicle)
+                for rec in entries[handed:]:
+                    if on_operator is not None:
+                        on_operator(rec)
+                handed = len(entries)
                 if on_second is not None:
                     on_second(t)
                 _serve_polls(runner, apc_port, now, start + (t + 1) / time_scale)

@@ -55,7 +55,7 @@ def _play(tachograph: str) -> tuple[list[Record], Any]:
         now = tl.ms(t)
         if SPEEDING[0] <= t < SPEEDING[1]:
             assert tl.speed_ms[t] > 15  # cruising
-            devices.registrador.set_speed(tl.speed_ms[t] * 3.6 + 35, now - 1)
+            devices.tachograph.set_speed(tl.speed_ms[t] * 3.6 + 35, now - 1)
         if t in DOOR_OPEN:
             assert tl.speed_ms[t] > 15
             is_open = t == DOOR_OPEN[0]
@@ -65,7 +65,7 @@ def _play(tachograph: str) -> tuple[list[Record], Any]:
         if devices.adapter is not None:
             out += fms.feed(b"".join(e.data for e in devices.adapter.due(now)))
             continue
-        out += registrador.feed(b"".join(e.data for e in devices.registrador.due(now)))  # type: ignore[union-attr]
+        out += registrador.feed(b"".join(e.data for e in devices.registrador.due(now)))
         for _ in devices.sensors:  # each door polled every second, as the agent does
             request = poller.next_request()
             answer = b"".join(e.data for e in devices.apc.receive(request, now))
