@@ -50,10 +50,15 @@ def _sim(folder: Path, device: str, scale: float, *extra: str) -> SimulatorProce
 
 
 def _config(folder: Path, broker_url: str, links: dict[str, Path], scale: float) -> Path:
+    tachograph = (  # the tachograph on its serial line, or on the FMS CAN bus (an SLCAN adapter)
+        f'[[devices]]\nname = "fms"\nprotocol = "fms"\nport = "{links["fms"]}"\nopen_wait_s = 0\n'
+        if "fms" in links else
+        f'[[devices]]\nname = "registrador"\nprotocol = "registrador"\nport = "{links["registrador"]}"\n'
+    )
     text = (
         f'vehicle = "{VEHICLE}"\n[buffer]\npath = "buffer.sqlite"\n'
         f'[broker]\nurl = "{broker_url}"\nclient_id = "bench-agent"\n'
-        f'[[devices]]\nname = "registrador"\nprotocol = "registrador"\nport = "{links["registrador"]}"\n'
+        f"{tachograph}"
         f'[[devices]]\nname = "gps"\nprotocol = "nmea"\nport = "{links["gps"]}"\nbaudrate = 9600\n'
         f'[[devices]]\nname = "doors"\nprotocol = "apc"\nport = "{links["apc"]}"\nbaudrate = 19200\n'
         f"poll_interval_s = {1.0 / scale}\n"
@@ -65,13 +70,18 @@ def _config(folder: Path, broker_url: str, links: dict[str, Path], scale: float)
     return path
 
 
-def run_bus(folder: Path, broker: Mosquitto, scale: float, seconds: float) -> dict[str, float]:
-    """Play the bus at ``scale`` for ``seconds`` of real time; the agent's and simulators' figures."""
+def run_bus(folder: Path, broker: Mosquitto, scale: float, seconds: float,
+            tachograph: str = "registrador") -> dict[str, float]:
+    """Play the bus at ``scale`` for ``seconds`` of real time; the agent's and simulators' figures.
+
+    ``tachograph="fms"``: the tachograph on the FMS CAN bus instead (``frota sim fms``, TCO1 at
+    the standard's 20 Hz, through an SLCAN adapter read by the agent with python-can)."""
     folder.mkdir(parents=True)
     collector, _ = collector_in(folder / "collector", broker.url, [VEHICLE])
     collector.start()
     sims = {
-        "registrador": _sim(folder, "registrador", scale),
+        tachograph: _sim(folder, "fms", scale, "--tco1-hz", "20") if tachograph == "fms"
+        else _sim(folder, "registrador", scale),
         "gps": _sim(folder, "gps", scale),
         "apc": _sim(folder, "apc", scale, "--doors", "4"),
     }
