@@ -27,9 +27,10 @@ import paho.mqtt.client as mqtt
 from collector.config import BrokerConfig
 from collector.intake import Prepared, prepare
 from collector.signer import AckSigner
-from collector.store import Store, StoreError
+from collector.store import Reject, Store, StoreError
+from collector.store_chain import ChainPart
 from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, make_client
-from protocols.records import ms_to_ts, now_ms
+from protocols.records import MAX_SAFE_INT, ms_to_ts, now_ms
 from protocols.uplink import (
     MAX_PAYLOAD_BYTES,
     TOPIC_ROOT,
@@ -77,6 +78,9 @@ class IngestState:
     disconnected_reason: str | None = None
     rejects_total: int = 0
     vehicles: dict[str, VehicleLive] = field(default_factory=dict)
+    #: Messages on the topics of vehicles neither in the registry nor in the store: counted,
+    #: not kept per vehicle (anyone may publish on any topic; memory stays bounded).
+    unknown_vehicle_messages: int = 0
 
     def vehicle(self, vehicle: str) -> VehicleLive:
         """The entry of ``vehicle``, created empty if new (call with ``lock`` held)."""
@@ -159,12 +163,71 @@ class Ingest:
         )
         return [self._count(p, new) for p, new in zip(group, counts, strict=True)]
 
+    def _commit_each(self, group: list[Prepared]) -> list[tuple[str, Ack] | None]:
+        """The group's transaction failed: commit each batch alone, so one bad batch never
+        takes the others down with it. A batch the store refuses for its data (PEP 249's
+        DataError, IntegrityError, InterfaceError, or a value the driver cannot bind) is
+        rejected whole (final: sending it again would fail again); any other failure is the
+        database's, and the batch is not answered (the agent sends it again)."""
+        answers: list[tuple[str, Ack] | None] = []
+        for prepared in group:
+            try:
+                answers.append(self._commit_many([prepared])[0])
+                continue
+            except Exception as err:  # StoreError, or a driver error no one foresaw
+                if not _refused_for_its_data(err):
+                    log.error("%s: batch not stored: %s", prepared.topic, err, exc_info=True)
+                    answers.append(None)
+                    continue
+                refused = self._refused(prepared, err)
+            try:
+                answers.append(self._commit_many([refused])[0])
+            except Exception as err:
+                log.error("%s: batch not stored, nor its reject: %s", prepared.topic, err,
+                          exc_info=True)
+                answers.append(None)
+        return answers
+
+    @staticmethod
+    def _refused(prepared: Prepared, err: Exception) -> Prepared:
+        """``prepared`` as a batch rejected whole because the store refused it: its records in
+        one reject row, final rejects in the ack, hash-only chain entries (the chain stays
+        whole)."""
+        reason = f"the store refused the batch: {type(err).__name__}: {err}"[:300]
+        log.error("%s: %s", prepared.topic, reason)
+        seqs = [seq for row in prepared.rows
+                if type(seq := row[2]) is int and 1 <= seq <= MAX_SAFE_INT]
+        body = ("[" + ",".join(str(row[9]) for row in prepared.rows) + "]").encode()
+        out = Prepared(prepared.topic, prepared.vehicle, prepared.received_ms,
+                       agent=prepared.agent, hashes=prepared.hashes)
+        first, last = (min(seqs), max(seqs)) if seqs else (None, None)
+        out.rejects = [*prepared.rejects, Reject(prepared.received_ms, prepared.topic,
+                                                 prepared.vehicle, prepared.agent, first, last,
+                                                 reason, body)]
+        if prepared.chain is not None:
+            chain = prepared.chain
+            out.chain = ChainPart(chain.vehicle, chain.agent, chain.received_ms,
+                                  [(seq, h, prev, "rejected") for seq, h, prev, _ in chain.links],
+                                  chain.checkpoint)
+        if prepared.ack is not None:
+            ack = prepared.ack
+            ranges = seq_ranges(seqs)
+            out.ack = Ack(agent=ack.agent, rejected=[*ack.rejected,
+                                                     *((a, b, reason) for a, b in ranges)],
+                          retryable=[*ack.retryable, *[False] * len(ranges)],
+                          vehicle=ack.vehicle)
+            out.ack.hashes = {b: h for _, b, _ in out.ack.rejected
+                              if (h := prepared.hashes.get(b)) is not None}
+        return out
+
     def _count(self, prepared: Prepared, new: int) -> tuple[str, Ack] | None:
         vehicle = prepared.vehicle
+        live = self._live(vehicle)
         with self.state.lock:
             self.state.rejects_total += len(prepared.rejects)
-            if vehicle is not None:
-                live = self.state.vehicle(vehicle)
+            if vehicle is not None and live is None:
+                self.state.unknown_vehicle_messages += 1
+            if live is not None:
                 live.rejected += len(prepared.rejects)
                 live.last_received_ms = prepared.received_ms
                 if not prepared.whole_payload_rejected:
@@ -206,6 +269,20 @@ class Ingest:
             self.signer.sign(ack)
         return vehicle, ack
 
+    def _live(self, vehicle: str | None) -> VehicleLive | None:
+        """The live entry of ``vehicle``, made if the registry knows it; None for a vehicle
+        neither the registry nor the store knows."""
+        if vehicle is None:
+            return None
+        with self.state.lock:
+            live = self.state.vehicles.get(vehicle)
+        if live is not None:
+            return live
+        if vehicle not in self.known_vehicles():
+            return None
+        with self.state.lock:
+            return self.state.vehicle(vehicle)
+
     def handle_status(self, topic: str, payload: bytes) -> None:
         """Record an agent's retained ``online``/``offline`` status."""
         vehicle = vehicle_of_topic(topic)
@@ -219,12 +296,15 @@ class Ingest:
             return
         if not isinstance(status, str):
             return
+        live = self._live(vehicle)
         with self.state.lock:
-            live = self.state.vehicle(vehicle)
-            live.status = status
+            if live is None:
+                self.state.unknown_vehicle_messages += 1
+                return
+            live.status = status[:32]
             live.status_ms = now_ms()
             if isinstance(obj.get("agent"), str):
-                live.agent = obj["agent"]
+                live.agent = obj["agent"][:128]
 
     # -- MQTT --------------------------------------------------------------------------------
     def connect(self, broker: BrokerConfig) -> None:
@@ -316,11 +396,10 @@ class Ingest:
         if batches:
             try:
                 answers = self._commit_many(batches)
-            except StoreError as err:
-                # Nothing committed, nothing acknowledged: the agents send the batches again.
-                log.error("%d batch(es) not stored: %s", len(batches), err)
-            except Exception:  # a bug must not stop the ingest of every other vehicle
-                log.exception("%d batch(es) not stored: unexpected error", len(batches))
+            except Exception as err:  # StoreError, or a bug: never the whole group for one batch
+                log.warning("%d batch(es) not stored together (%s): storing each alone",
+                            len(batches), err, exc_info=True)
+                answers = self._commit_each(batches)
         pending = iter(answers or [])
         for topic, work, mid, qos in items:
             if isinstance(work, bytes):
@@ -356,6 +435,7 @@ class Ingest:
                     "reason": self.state.disconnected_reason,
                 },
                 "rejects": self.state.rejects_total,
+                "unknown_vehicle_messages": self.state.unknown_vehicle_messages,
             }
         tally = self.store.rejects_tally
         out["rejects_payloads_dropped"] = tally.dropped
@@ -364,6 +444,16 @@ class Ingest:
             name: _vehicle_health(live, at, stale_after_s) for name, live in vehicles.items()
         }
         return out
+
+
+def _refused_for_its_data(err: BaseException) -> bool:
+    """True when the store refused what it was given, not failed itself (by PEP 249's names,
+    the same for sqlite3 and psycopg)."""
+    cause = err.__cause__ if isinstance(err, StoreError) and err.__cause__ is not None else err
+    if isinstance(cause, OverflowError | TypeError | ValueError):
+        return True
+    names = {cls.__name__ for cls in type(cause).__mro__}
+    return bool(names & {"DataError", "IntegrityError", "InterfaceError"})
 
 
 def _ts(ms: int | None) -> str | None:

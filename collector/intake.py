@@ -2,12 +2,16 @@
 
 :func:`prepare` never raises on wire data: every way a payload can be wrong becomes a
 :class:`~collector.store.Reject` with its reason, and an :class:`~protocols.uplink.Ack` when the
-agent and the seqs concerned can be read.
+agent and the seqs concerned can be read. What one payload may cost is bounded (docs/collector.md,
+"Bounds"): records per batch, reject rows per payload (records failing alike share one row with
+their count), the length of a reason.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -17,7 +21,7 @@ import zstandard
 from collector.store import Reject, record_row
 from collector.store_chain import ChainPart
 from protocols.chain import is_hash, parse_checkpoint, record_hash, try_hash
-from protocols.records import MAX_SAFE_INT, RecordError
+from protocols.records import MAX_SAFE_INT, RecordError, shown
 from protocols.uplink import (
     MAX_DECOMPRESSED_BYTES,
     MAX_PAYLOAD_BYTES,
@@ -36,6 +40,18 @@ from protocols.uplink import (
 OPERATOR: Final = "operator"
 #: Oversized payloads up to this size are still read to find the agent and seqs to reject.
 PEEK_LIMIT: Final = 4 * MAX_PAYLOAD_BYTES
+#: Records one batch may hold (the agent sends at most ``uplink.batch_records`` = 10,000).
+MAX_BATCH_RECORDS: Final = 10_000
+#: Reject rows one payload may add: one per reason; past this, the rest share the last row.
+MAX_REJECT_ROWS: Final = 16
+#: Characters of an agent id (the agent makes a UUID, 36).
+MAX_AGENT_CHARS: Final = 128
+#: Characters of a reason kept (in ``rejects`` and in the ack); longer ones are cut with "…".
+MAX_REASON_CHARS: Final = 300
+
+log = logging.getLogger(__name__)
+#: U+0000 in a record's JSON (an escape not itself escaped): PostgreSQL keeps no NUL in text.
+_NUL: Final = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 @dataclass
@@ -67,9 +83,26 @@ class Prepared:
         return self.agent is None
 
 
+def _agent_id_ok(agent: object) -> bool:
+    """An agent id the collector keeps: 1–128 printable characters (no NUL, no control)."""
+    return isinstance(agent, str) and 0 < len(agent) <= MAX_AGENT_CHARS and agent.isprintable()
+
+
+def _reason(text: str) -> str:
+    return text if len(text) <= MAX_REASON_CHARS else text[: MAX_REASON_CHARS - 1] + "…"
+
+
 def _peek(payload: bytes) -> tuple[str | None, dict[int, str | None], Any]:
     """Best effort on a rejected payload: its agent, its record seqs with their chain hashes
     (None where a record has none) and its schema, if they can be read."""
+    try:
+        return _read_peek(payload)
+    except Exception:  # best effort: whatever a hostile payload raises, nobody can be told
+        log.debug("cannot read the agent and seqs of a rejected payload", exc_info=True)
+        return None, {}, None
+
+
+def _read_peek(payload: bytes) -> tuple[str | None, dict[int, str | None], Any]:
     if len(payload) > PEEK_LIMIT:
         return None, {}, None
     try:
@@ -83,8 +116,10 @@ def _peek(payload: bytes) -> tuple[str | None, dict[int, str | None], Any]:
         return None, {}, None
     if not isinstance(obj, dict):
         return None, {}, None
-    agent = obj.get("agent") if isinstance(obj.get("agent"), str) and obj["agent"] else None
+    agent = obj.get("agent") if _agent_id_ok(obj.get("agent")) else None
     records = obj.get("records")
+    if isinstance(records, list) and len(records) > MAX_BATCH_RECORDS:
+        return agent, {}, obj.get("schema")
     by_seq = {
         seq: r
         for r in (records if isinstance(records, list) else [])
@@ -124,6 +159,7 @@ def reject_payload(
     a newer schema; firmware-notes/mqtt.md). A payload of a newer schema than this collector's
     is always retryable."""
     agent, seqs, schema = _peek(payload)
+    reason = _reason(reason)
     if type(schema) is int and schema > PAYLOAD_SCHEMA:
         retryable = True
     first, last = (min(seqs), max(seqs)) if seqs else (None, None)
@@ -144,7 +180,28 @@ def prepare(
     received_ms: int,
     max_payload_bytes: int = MAX_PAYLOAD_BYTES,
 ) -> Prepared:
-    """Decode and check one batch payload received on ``topic``."""
+    """Decode and check one batch payload received on ``topic``; never raises."""
+    try:
+        return _prepare(topic, payload, known_vehicles, received_ms, max_payload_bytes)
+    except Exception as err:  # a bug or an input no check foresaw: still a reject, never lost
+        log.exception("%s: unexpected error reading a payload of %d bytes", topic, len(payload))
+        reason = f"unreadable payload ({type(err).__name__})"
+        try:
+            return reject_payload(topic, vehicle_of_topic(topic), payload, reason, received_ms)
+        except Exception:
+            log.exception("%s: cannot even reject the payload as a whole", topic)
+            out = Prepared(topic, None, received_ms)
+            out.rejects.append(Reject(received_ms, topic, None, None, None, None, reason, payload))
+            return out
+
+
+def _prepare(
+    topic: str,
+    payload: bytes,
+    known_vehicles: Callable[[], frozenset[str]],
+    received_ms: int,
+    max_payload_bytes: int,
+) -> Prepared:
     vehicle = vehicle_of_topic(topic)
     if vehicle is None:
         return reject_payload(topic, None, payload, "not a frota uplink topic", received_ms)
@@ -157,8 +214,12 @@ def prepare(
         return reject_payload(topic, vehicle, payload, str(err), received_ms)
     except RecursionError:
         return reject_payload(topic, vehicle, payload, "JSON nested too deep", received_ms)
+    if not _agent_id_ok(batch.agent):
+        reason = (f"payload field 'agent' {shown(batch.agent)} is not 1-{MAX_AGENT_CHARS} "
+                  "printable characters")
+        return reject_payload(topic, vehicle, payload, reason, received_ms)
     if batch.vehicle != vehicle:
-        reason = f"batch vehicle {batch.vehicle!r} differs from the topic's {vehicle!r}"
+        reason = f"batch vehicle {shown(batch.vehicle)} differs from the topic's {vehicle!r}"
         return reject_payload(topic, vehicle, payload, reason, received_ms)
     if batch.agent == OPERATOR:
         reason = f"agent {OPERATOR!r} is reserved for entries made at the collector"
@@ -166,6 +227,9 @@ def prepare(
     if vehicle not in known_vehicles():
         reason = f"unknown vehicle {vehicle!r} (not in the fleet registry)"
         return reject_payload(topic, vehicle, payload, reason, received_ms, retryable=True)
+    if len(batch.records) > MAX_BATCH_RECORDS:
+        reason = f"too many records: {len(batch.records)} > {MAX_BATCH_RECORDS} in one batch"
+        return reject_payload(topic, vehicle, payload, reason, received_ms)
 
     out = Prepared(topic, vehicle, received_ms, agent=batch.agent)
     chain = out.chain = ChainPart(vehicle, batch.agent, received_ms)
@@ -177,27 +241,29 @@ def prepare(
     except ValueError as err:
         out.notes.append(f"checkpoint ignored: {err}")
     seqs: list[int] = []
-    by_reason: dict[str, list[int]] = {}
+    failed: dict[str, list[Any]] = {}  # reason → the records refused for it
     last_ts_ms: int | None = None
     for obj in batch.records:
+        digest: str | None = None
         try:
             rec = check_record(batch, obj)
             digest = record_hash(rec)
-        except (PayloadError, RecordError) as err:
-            seq = _seq_of(obj)
+            row = record_row(rec, received_ms)
+            if "\\u0000" in row[9] and _NUL.search(row[9]):
+                raise RecordError("a string holds U+0000, which no store keeps")
+        except (PayloadError, RecordError, TypeError, ValueError, OverflowError) as err:
+            # TypeError, ValueError, OverflowError: orjson found no JSON form to store
             reason = str(err) if isinstance(err, PayloadError) else f"invalid record: {err}"
-            out.rejects.append(
-                Reject(received_ms, topic, vehicle, batch.agent, seq, seq, reason, _json_bytes(obj))
-            )
+            failed.setdefault(_reason(reason), []).append(obj)
+            seq = _seq_of(obj)
             if seq is not None and seq <= MAX_SEQ:  # an ack names seqs up to 2**53 - 1
-                by_reason.setdefault(reason, []).append(seq)
-                kept = try_hash(obj)  # a hash-only entry keeps the chain whole
+                kept = digest or try_hash(obj)  # a hash-only entry keeps the chain whole
                 if kept is not None:
                     hashes[seq] = kept
                     prev = obj.get("prev") if isinstance(obj, dict) else None
                     chain.links.append((seq, kept, prev if is_hash(prev) else None, "rejected"))
             continue
-        row = record_row(rec, received_ms)
+        assert digest is not None  # record_hash succeeded
         out.rows.append(row)
         seqs.append(rec["seq"])
         hashes[rec["seq"]] = digest
@@ -205,6 +271,19 @@ def prepare(
         chain.links.append((rec["seq"], digest, prev if is_hash(prev) else None, "stored"))
         if last_ts_ms is None or row[4] > last_ts_ms:
             last_ts_ms = row[4]
+    by_reason: dict[str, list[int]] = {}
+    for reason, objs in _bounded(failed).items():
+        bad_seqs = [seq for obj in objs if (seq := _seq_of(obj)) is not None and seq <= MAX_SEQ]
+        first, last = (min(bad_seqs), max(bad_seqs)) if bad_seqs else (None, None)
+        if len(objs) == 1:
+            row_reason, body = reason, _json_bytes(objs[0])
+        else:
+            row_reason, body = f"{reason} ({len(objs)} records)", _json_bytes(objs)
+        out.rejects.append(
+            Reject(received_ms, topic, vehicle, batch.agent, first, last, row_reason, body)
+        )
+        if bad_seqs:
+            by_reason[reason] = bad_seqs
     if last_ts_ms is not None:
         out.state_rows.append((vehicle, last_ts_ms, received_ms, batch.agent))
     out.last_ts_ms = last_ts_ms
@@ -221,3 +300,15 @@ def prepare(
         if b in hashes
     }
     return out
+
+
+def _bounded(failed: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    """At most MAX_REJECT_ROWS reasons: past that, the records of the other reasons share one."""
+    if len(failed) <= MAX_REJECT_ROWS:
+        return failed
+    items = list(failed.items())
+    kept = dict(items[: MAX_REJECT_ROWS - 1])
+    others = [obj for _, objs in items[MAX_REJECT_ROWS - 1 :] for obj in objs]
+    kept[f"invalid record ({len(items) - MAX_REJECT_ROWS + 1} other reasons; the first: "
+         f"{items[MAX_REJECT_ROWS - 1][0]})"[:MAX_REASON_CHARS]] = others
+    return kept

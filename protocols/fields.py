@@ -62,16 +62,40 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _CANONICAL_MINUTE: Final = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):", re.ASCII)
 
 
+#: The times a record may carry: 1970-01-01T00:00:00.000Z to 2100-12-31T23:59:59.999Z.
+MIN_TS_MS: Final = 0
+MAX_TS_MS: Final = 4_133_980_799_999
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages about hostile input."""
+    text = repr(value) if not isinstance(value, str | bytes) or len(value) <= limit \
+        else repr(value[:limit])
+    return text if len(text) <= limit + 3 else text[:limit] + "…"
+
+
 @functools.lru_cache(maxsize=1024)
 def _date_prefix(day: int) -> str:
-    """``YYYY-MM-DDT`` of a day counted from 1970-01-01 (cached: records share few days)."""
-    return date.fromordinal(day + _EPOCH_ORDINAL).isoformat() + "T"
+    """``YYYY-MM-DDT`` of a day counted from 1970-01-01, for any day (cached: records share few
+    days). Hand-rolled (H. Hinnant's civil-from-days) because ``datetime`` stops at years 1 and
+    9999, and the formatter must write whatever a store may hold; years outside 0–9999 get
+    ISO 8601's expanded form, a sign and five digits or more (``+10000-01-01``)."""
+    z = day + 719_468
+    era, doe = divmod(z, 146_097)
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    mday = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    year = yoe + era * 400 + (month <= 2)
+    text = f"{year:04d}" if 0 <= year <= 9999 else f"{year:+06d}"
+    return f"{text}-{month:02d}-{mday:02d}T"
 
 
 def ms_to_ts(ms: int) -> str:
     """Milliseconds since the Unix epoch (UTC) → ``YYYY-MM-DDTHH:MM:SS.sssZ``.
 
-    The one formatter of record times; ValueError outside years 1–9999.
+    The one formatter of record times; total: it writes any integer (see ``_date_prefix``).
     """
     day, in_day = divmod(int(ms), _DAY_MS)
     seconds, millis = divmod(in_day, 1000)
@@ -97,6 +121,8 @@ def _parse_canonical_ts(ts: str) -> int | None:
         year, month, day, hour, minute = map(int, match.groups())
         if hour > 23 or minute > 59:
             return None
+        if not 1970 <= year <= 2100:
+            return None  # the general path says why
         try:
             days = date(year, month, day).toordinal() - _EPOCH_ORDINAL
         except ValueError:
@@ -116,7 +142,8 @@ def _canonical_ts_ms(ts: str) -> int | None:
 
 
 def ts_to_ms(ts: str) -> int:
-    """RFC 3339 (any offset, any fraction) → milliseconds since the Unix epoch; RecordError if bad.
+    """RFC 3339 (any offset, any fraction) → milliseconds since the Unix epoch; RecordError if
+    bad or outside 1970–2100 (``MIN_TS_MS``–``MAX_TS_MS``, in UTC).
 
     The one parser of record times. Fractions below the millisecond are truncated.
     """
@@ -124,19 +151,26 @@ def ts_to_ms(ts: str) -> int:
         ms = _canonical_ts_ms(ts)
         if ms is not None:
             return ms
-    if not isinstance(ts, str) or len(ts) < 19:
-        raise RecordError(f"ts: {ts!r} is not an RFC 3339 timestamp")
+    if not isinstance(ts, str) or not 19 <= len(ts) <= 64:
+        raise RecordError(f"ts: {shown(ts)} is not an RFC 3339 timestamp")
     text = ts.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
         dt = datetime.fromisoformat(text)
     except ValueError as err:
-        raise RecordError(f"ts: {ts!r} is not an RFC 3339 timestamp") from err
+        raise RecordError(f"ts: {shown(ts)} is not an RFC 3339 timestamp") from err
     if dt.tzinfo is None:
-        raise RecordError(f"ts: {ts!r} has no UTC offset")
-    delta = dt - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+        raise RecordError(f"ts: {shown(ts)} has no UTC offset")
+    try:
+        delta = dt - _EPOCH
+    except OverflowError:  # an offset that takes it past year 1 or 9999
+        delta = None
+    ms = None if delta is None else \
+        (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+    if ms is None or not MIN_TS_MS <= ms <= MAX_TS_MS:
+        raise RecordError(f"ts: {shown(ts)} is outside 1970-2100 (UTC)")
+    return ms
 
 
 def now_ms() -> int:

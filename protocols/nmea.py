@@ -26,6 +26,9 @@ GNSS_TALKERS: Final = frozenset({"GP", "GN", "GL", "GA", "BD", "GB", "GQ", "GI"}
 USED_SENTENCES: Final = frozenset({"RMC", "GGA", "VTG", "ZDA"})
 #: NMEA 0183 allows 82 characters; some receivers send longer lines, anything past this is noise.
 MAX_LINE: Final = 256
+#: Sentences one fix epoch keeps (its RMC, GGA, VTG from every talker; a receiver repeating
+#: one time of day without completing the epoch would otherwise grow it without end).
+MAX_EPOCH_SENTENCES: Final = 16
 #: One knot in km/h (1852 m per hour).
 KNOT_KMH: Final = 1.852
 DAY_MS: Final = 86_400_000
@@ -322,6 +325,9 @@ class NmeaDecoder:
             epoch = None
         if epoch is None:
             epoch = self._epoch = _Epoch(fix.tod_ms)
+        if len(epoch.lines) >= MAX_EPOCH_SENTENCES:
+            self.stats.skipped += 1  # the epoch is full: more of the same time adds nothing
+            return
         # A second RMC or GGA of the same epoch (GPGGA and GLGGA from one receiver, a clock
         # that did not advance) joins the raw; the first one gives the values.
         epoch.fixes.setdefault(fix.sentence, fix)

@@ -16,11 +16,14 @@ from typing import Any, Final
 # The field formats, re-exported: callers import them from here with the record.
 from protocols.fields import _TS_MEMO, _VEHICLE_MEMO, _canonical_ts_ms, _memo
 from protocols.fields import MAX_SAFE_INT as MAX_SAFE_INT
+from protocols.fields import MAX_TS_MS as MAX_TS_MS
+from protocols.fields import MIN_TS_MS as MIN_TS_MS
 from protocols.fields import VEHICLE_ID_PATTERN as VEHICLE_ID_PATTERN
 from protocols.fields import RecordError as RecordError
 from protocols.fields import is_vehicle_id as is_vehicle_id
 from protocols.fields import ms_to_ts as ms_to_ts
 from protocols.fields import now_ms as now_ms
+from protocols.fields import shown as shown
 from protocols.fields import ts_to_ms as ts_to_ms
 from protocols.registry import DeviceValues
 
@@ -81,7 +84,7 @@ def _check_number(rec: Mapping[str, Any], key: str, lo: float, hi: float, *, opt
         return
     value = _need(rec, key)
     if not _number_in(value, lo, hi):
-        raise RecordError(f"{rec.get('kind')} record: {key}={value!r} is not a number in [{lo}, {hi}]")
+        raise RecordError(f"{rec.get('kind')} record: {key}={shown(value)} is not a number in [{lo}, {hi}]")
 
 
 def _check_int(rec: Mapping[str, Any], key: str, lo: int, *, optional: bool) -> None:
@@ -90,7 +93,7 @@ def _check_int(rec: Mapping[str, Any], key: str, lo: int, *, optional: bool) -> 
     value = _need(rec, key)
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= MAX_SAFE_INT:
         raise RecordError(
-            f"{rec.get('kind')} record: {key}={value!r} is not an integer in [{lo}, {MAX_SAFE_INT}]"
+            f"{rec.get('kind')} record: {key}={shown(value)} is not an integer in [{lo}, {MAX_SAFE_INT}]"
         )
 
 
@@ -99,14 +102,14 @@ def _check_bool(rec: Mapping[str, Any], key: str, *, optional: bool) -> None:
         return
     value = _need(rec, key)
     if not isinstance(value, bool):
-        raise RecordError(f"{rec.get('kind')} record: {key}={value!r} is not true or false")
+        raise RecordError(f"{rec.get('kind')} record: {key}={shown(value)} is not true or false")
 
 
 def _check_choice(rec: Mapping[str, Any], key: str, choices: Sequence[str]) -> None:
     value = _need(rec, key)
     if value not in choices:
         raise RecordError(
-            f"{rec.get('kind')} record: {key}={value!r} is not one of {', '.join(choices)}"
+            f"{rec.get('kind')} record: {key}={shown(value)} is not one of {', '.join(choices)}"
         )
 
 
@@ -117,7 +120,7 @@ def _check_str(rec: Mapping[str, Any], key: str, *, optional: bool, nullable: bo
     if value is None and nullable:
         return
     if not isinstance(value, str) or not value:
-        raise RecordError(f"{rec.get('kind')} record: {key}={value!r} is not a non-empty string")
+        raise RecordError(f"{rec.get('kind')} record: {key}={shown(value)} is not a non-empty string")
 
 
 def _number_in(value: Any, lo: float, hi: float) -> bool:
@@ -210,11 +213,11 @@ def _full_check(rec: Any) -> int:
         raise RecordError(f"a record is a JSON object, not {type(rec).__name__}")
     kind = rec.get("kind")
     if kind not in KINDS:
-        raise RecordError(f"kind={kind!r} is not one of {', '.join(KINDS)}")
+        raise RecordError(f"kind={shown(kind)} is not one of {', '.join(KINDS)}")
     vehicle = _need(rec, "vehicle")
     if not is_vehicle_id(vehicle):
         raise RecordError(
-            f"{kind} record: vehicle={vehicle!r} is not a vehicle id (1-64 letters, digits, "
+            f"{kind} record: vehicle={shown(vehicle)} is not a vehicle id (1-64 letters, digits, "
             "'_', '.' or '-', starting with a letter or digit)"
         )
     ts_ms = ts_to_ms(_need(rec, "ts"))
@@ -250,7 +253,7 @@ def _position(rec: Mapping[str, Any]) -> None:
 def _driver(rec: Mapping[str, Any]) -> None:
     slot = _need(rec, "slot")
     if slot not in (1, 2) or isinstance(slot, bool):
-        raise RecordError(f"driver record: slot={slot!r} is not 1 or 2")
+        raise RecordError(f"driver record: slot={shown(slot)} is not 1 or 2")
     _check_str(rec, "driver", optional=False, nullable=True)
     _check_choice(rec, "activity", ACTIVITIES)
 

@@ -193,7 +193,7 @@ def _loads(payload: bytes) -> Any:
             raise PayloadError(f"oversized payload: more than {MAX_DECOMPRESSED_BYTES} bytes")
     try:
         return json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+    except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, an integer too long
         raise PayloadError(f"not JSON: {err}") from err
     except RecursionError as err:
         raise PayloadError("JSON nested too deep") from err

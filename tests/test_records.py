@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from protocols.records import (
     MAX_SAFE_INT,
+    MAX_TS_MS,
+    MIN_TS_MS,
     RecordError,
     _fast_ts_ms,
     _full_check,
@@ -116,10 +118,46 @@ def test_ms_to_ts_by_hand() -> None:
 
 
 @given(st.integers(-62_135_596_800_000, 253_402_300_799_999))
-def test_ms_to_ts_is_the_datetime_rendering_and_ts_to_ms_inverts_it(ms: int) -> None:
+def test_ms_to_ts_is_the_datetime_rendering(ms: int) -> None:
     dt = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
     assert ms_to_ts(ms) == dt.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@given(st.integers(MIN_TS_MS, MAX_TS_MS))
+def test_ts_to_ms_inverts_ms_to_ts_over_the_range_records_may_carry(ms: int) -> None:
     assert ts_to_ms(ms_to_ts(ms)) == ms
+
+
+@pytest.mark.parametrize(
+    "ts",
+    [
+        "9999-12-31T23:59:59-23:59",  # 10000-01-01T23:58:59Z
+        "0001-01-01T00:00:00+14:00",  # 0000-12-31T10:00:00Z
+        "1969-12-31T23:59:59.999Z",
+        "1970-01-01T00:00:00+01:00",  # 1969-12-31T23:00:00Z
+        "2101-01-01T00:00:00.000Z",
+    ],
+)
+def test_times_outside_1970_to_2100_are_refused(ts: str) -> None:
+    with pytest.raises(RecordError, match="outside 1970-2100"):
+        ts_to_ms(ts)
+
+
+def test_the_range_ends_by_hand() -> None:
+    # 2101-01-01 is 131 years after 1970-01-01, 32 of them leap (1972 … 2096; 2100 is not):
+    # 131 * 365 + 32 = 47,847 days = 4,133,980,800,000 ms.
+    assert ts_to_ms("2100-12-31T23:59:59.999Z") == MAX_TS_MS == 4_133_980_799_999
+    assert ts_to_ms("1970-01-01T00:00:00.000Z") == MIN_TS_MS == 0
+
+
+def test_ms_to_ts_writes_any_value_a_store_may_hold() -> None:
+    # 10000-01-01 is 2,932,897 days after 1970-01-01 (datetime stops at 9999-12-31, day
+    # 2,932,896): 253,402,300,800,000 ms; ISO 8601's expanded form carries a sign.
+    assert ms_to_ts(253_402_300_800_000) == "+10000-01-01T00:00:00.000Z"
+    # 0001-01-01T00:00:00Z is -62,135,596,800,000 ms; 14 h before it is in year 0.
+    assert ms_to_ts(-62_135_596_800_000 - 14 * 3_600_000) == "0000-12-31T10:00:00.000Z"
+    # year 0 is a leap year (366 days) and the year before it is -1.
+    assert ms_to_ts(-62_135_596_800_000 - 367 * 86_400_000) == "-00001-12-31T00:00:00.000Z"
 
 
 # --- vehicle ids ------------------------------------------------------------------------------

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import struct
 from dataclasses import dataclass
 from typing import Final
 
 from construct import ConstructError
 
 from protocols.base import DecoderStats
-from protocols.records import Record, ms_to_ts
+from protocols.records import MAX_TS_MS, Record, ms_to_ts
 from protocols.registrador import frames as f
 from protocols.registrador.flat import flatten
-from protocols.registrador.scanner import FrameScanner, RawFrame, check_frame
+from protocols.registrador.scanner import LENGTHS, FrameScanner, RawFrame, check_frame
 
 _STATUS: Final = flatten(f.STATUS_PAYLOAD).struct
 _DRIVER: Final = flatten(f.DRIVER_EVENT_PAYLOAD).struct
@@ -43,8 +44,9 @@ _DEVICE_EVENT_FLAGS: Final = {1: (f.FLAG_FAULT, True), 2: (f.FLAG_FAULT, False),
                               5: (f.FLAG_COMPARTMENT, False)}
 #: Frames whose CLOCK is the registrador's (a reader's request carries the reader's, or 0).
 _DEVICE_CLOCKED: Final = f.RECORDED_TYPES | {f.HISTORY_RECORD, f.HISTORY_END}
-#: Latest clock value ms_to_ts can write (9999-12-31T23:59:59.999Z).
-MAX_CLOCK_MS: Final = 253_402_300_799_999
+#: Latest clock value a record may carry (2100-12-31T23:59:59.999Z, docs/records.md): a frame
+#: dated later is malformed.
+MAX_CLOCK_MS: Final = MAX_TS_MS
 MAX_SPEED: Final = 40_000  # 400.00 km/h, the contract's ceiling
 
 SlotState = tuple[str | None, str]
@@ -111,6 +113,11 @@ class RegistradorDecoder:
                 inner = check_frame(frame.payload)
                 if inner is None or inner.type not in f.RECORDED_TYPES:
                     self._malformed(frame, "history record without a recorded frame inside")
+                elif len(inner.payload) not in LENGTHS[inner.type]:
+                    # The scanner refuses such a frame on the wire; inside a history answer its
+                    # CRC can be good and its length still wrong for its type.
+                    self._malformed(frame, f"history record holds a type 0x{inner.type:02x} "
+                                           f"frame of {len(inner.payload)} payload bytes")
                 else:
                     self._record(inner, out)
             elif kind == f.HISTORY_END:
@@ -145,7 +152,7 @@ class RegistradorDecoder:
         produced: list[Record] = []
         try:
             if frame.clock_ms > MAX_CLOCK_MS:
-                raise MalformedError(f"clock {frame.clock_ms} ms is past year 9999")
+                raise MalformedError(f"clock {frame.clock_ms} ms is after 2100")
             if frame.type == f.STATUS:
                 self._status(frame, produced)
             elif frame.type == f.DRIVER_EVENT:
@@ -154,7 +161,7 @@ class RegistradorDecoder:
                 self._device_event(frame, produced)
             else:
                 self._console(frame, produced)
-        except (MalformedError, ConstructError, UnicodeDecodeError) as err:
+        except (MalformedError, ConstructError, UnicodeDecodeError, struct.error) as err:
             self._malformed(frame, str(err) or type(err).__name__)
             # Received, even if unusable: asking history for it again would give the same bytes.
             self._remember(seq, None)
@@ -277,7 +284,7 @@ class RegistradorDecoder:
             detail = f"{detail} (code 0x{code:04x})"
         elif event == 8:
             if value > MAX_CLOCK_MS:
-                raise MalformedError(f"clock before the set {value} ms is past year 9999")
+                raise MalformedError(f"clock before the set {value} ms is after 2100")
             detail = f"clock set; it read {ms_to_ts(value)}"
         rec = self._base(frame)
         rec.update(kind="device", device="registrador", status=status, detail=detail)
@@ -306,7 +313,7 @@ class RegistradorDecoder:
             rec.update(kind="trip", event=action[5:], trip=detail.trip, line=detail.line)
             if action == "trip_start" and detail.scheduled_ms:
                 if detail.scheduled_ms > MAX_CLOCK_MS:
-                    raise MalformedError("scheduled departure is past year 9999")
+                    raise MalformedError("scheduled departure is after 2100")
                 rec["scheduled"] = ms_to_ts(detail.scheduled_ms)
         elif action == "incident":
             if detail.cause not in f.INCIDENT_CAUSES:

@@ -84,13 +84,14 @@ def test_a_good_batch_with_bad_records() -> None:
             (4, 4, "record lacks the batch's agent or a seq"),
         ],  # 2**53 is no seq a record can have: it is not answered
     )
-    assert [(r.first_seq, r.reason) for r in out.rejects] == [
-        (2, warp),
-        (3, warp),
-        (4, "record lacks the batch's agent or a seq"),
-        (None, "invalid record: a record is a JSON object, not str"),
-        (None, "invalid record: speed record: seq=9007199254740992 is not an integer in "
-               "[1, 9007199254740991]"),
+    # records refused alike share one row, with their count and both records
+    assert [(r.first_seq, r.last_seq, r.reason) for r in out.rejects] == [
+        (2, 3, warp + " (2 records)"),
+        (4, 4, "record lacks the batch's agent or a seq"),
+        (None, None, "invalid record: a record is a JSON object, not str"),
+        (None, None, "invalid record: speed record: seq=9007199254740992 is not an integer in "
+                     "[1, 9007199254740991]"),
     ]
+    assert [r["seq"] for r in json.loads(out.rejects[0].payload)] == [2, 3]
     assert out.rejects[-2].payload == b'"not a record"'
     assert out.state_rows == [(V1, T0 + 60_000, T0, "a1")]
