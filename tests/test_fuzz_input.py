@@ -278,6 +278,17 @@ def test_a_history_answer_holding_a_frame_of_the_wrong_length() -> None:
     assert decoder.stats.malformed == 1
 
 
+def test_a_registrador_frame_dated_after_2100_is_malformed() -> None:
+    from protocols.registrador.decoder import MAX_CLOCK_MS, RegistradorDecoder
+    from protocols.registrador.encoder import encode_status
+
+    decoder = RegistradorDecoder(V1)
+    last = encode_status(1, MAX_CLOCK_MS, kmh=1.0, odometer_m=0, ignition=True)
+    later = encode_status(2, MAX_CLOCK_MS + 1, kmh=1.0, odometer_m=0, ignition=True)
+    assert {r["ts"] for r in decoder.feed(last + later)} == {"2100-12-31T23:59:59.999Z"}
+    assert decoder.stats.malformed == 1
+
+
 def test_an_nmea_epoch_is_capped() -> None:
     # One time of day repeated by GGA sentences that never complete the epoch (no RMC).
     from protocols.nmea import MAX_EPOCH_SENTENCES, NmeaDecoder
