@@ -147,7 +147,7 @@ def test_the_store_takes_whatever_intake_accepts(ingest: Ingest, payload: bytes)
 
 def test_a_million_empty_records_cost_one_reject_row() -> None:
     # 1,000,000 × "{}" joined by "," is 2,999,999 bytes of records: a few hundred compressed.
-    body = (b'{"schema":1,"vehicle":"' + V1.encode() + b'","agent":"a1","records":['
+    body = (b'{"schema":%d,"vehicle":"%s","agent":"a1","records":[' % (PAYLOAD_SCHEMA, V1.encode())
             + b",".join([b"{}"] * 1_000_000) + b"]}")
     payload = zstandard.ZstdCompressor(level=19).compress(body)
     assert payload.startswith(ZSTD_MAGIC)
