@@ -10,8 +10,8 @@
 - ``fleet.age``: at ``as_of``, more than ``max_share_pct`` % of a profile's fleet (the registry's
   vehicles with ``manufactured`` whose home profile it is, or the default profile for those
   without one) older than ``max_age_years`` (age = the local year of ``as_of`` − the year of
-  manufacture). BA 49's useful life by service is not modelled (law.md gives 5/10/15 years
-  without the services): off in BA.
+  manufacture). BA 49's useful life by service is not modelled (the catalogue, docs/rules.md,
+  gives 5/10/15 years without the services): off in BA.
 """
 
 from __future__ import annotations
