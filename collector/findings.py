@@ -28,6 +28,7 @@ from collector.rules.engine import Engine
 from collector.rules.finding import Finding, sort_key
 from collector.rules.profile import Profile, load_profiles
 from collector.store import Store
+from collector.retention_findings import retention_findings
 from collector.verifier import integrity_findings
 from protocols.records import now_ms, ts_to_ms
 
@@ -130,6 +131,9 @@ class LiveFindings:
                                self.default_profile)
         # The store's own findings (collector/verifier.py): equipment.integrity.
         found += integrity_findings(self.store, self.default_profile)
+        # ... and retention.minimum: records missing inside the minimum period
+        found += retention_findings(self.store, self._reg(), self.profiles, as_of,
+                                    self.default_profile)
         save(self.store, found, as_of)
         self.evaluations += 1
         log.debug("findings: %d at %d", len(found), as_of)
