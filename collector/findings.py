@@ -24,11 +24,11 @@ from typing import Any
 import orjson
 
 from collector import registry as fleet
+from collector.retention_findings import retention_findings
 from collector.rules.engine import Engine
 from collector.rules.finding import Finding, sort_key
 from collector.rules.profile import Profile, load_profiles
 from collector.store import Store
-from collector.retention_findings import retention_findings
 from collector.verifier import integrity_findings
 from protocols.records import now_ms, ts_to_ms
 

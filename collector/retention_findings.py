@@ -22,6 +22,7 @@ starts:
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
@@ -113,7 +114,7 @@ def _seq_gaps(store: Store, vehicle: str, since: int) -> Iterator[Gap]:
                 yield ("short_history", since, ts,
                        {"agent": agent, "gap": f"seq 1-{first - 1} missing: the oldest record "
                                                f"kept is seq {first}"})
-        for before, after in zip(seqs, seqs[1:], strict=False):
+        for before, after in itertools.pairwise(seqs):
             if after > before + 1:
                 start = present[before] if present[before] >= 0 else present[after]
                 end = present[after] if present[after] >= 0 else None
