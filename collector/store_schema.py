@@ -193,4 +193,19 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             )),
         ),
     ),
+    Migration(
+        # A vehicle's registrador speed samples by time with their km/h (the expression the
+        # store's json_number_sql reads): the Disco do dia reads a day of them (86,400 at 1 Hz)
+        # from the index, without parsing each record's JSON nor touching the position samples
+        # (collector/store_summary.py, speeds; bench/disc_page.py: ~4x faster than through
+        # idx_records_vehicle_ts_ms_seq). Partial: only speed rows pay for it.
+        "009_records_speed",
+        per_dialect=(
+            ("sqlite", "CREATE INDEX idx_records_speed ON records "
+                       "(vehicle, ts_ms, json_extract(record, '$.kmh')) WHERE kind = 'speed'"),
+            ("postgresql", "CREATE INDEX idx_records_speed ON records "
+                           "(vehicle, ts_ms, ((record::jsonb ->> 'kmh')::numeric)) "
+                           "WHERE kind = 'speed'"),
+        ),
+    ),
 )

@@ -109,6 +109,19 @@ class StoreSummaries:
             "AND kind = ? ORDER BY ts_ms, seq, id", (vehicle, since_ms, until_ms, kind))
         return [str(row[0]) for row in rows]
 
+    def speeds(self, vehicle: str, kind: str, since_ms: int, until_ms: int) -> list[tuple[int, float]]:
+        """(ts ms, ``kmh``) of a vehicle's ``speed`` or ``position`` records with since <= ts <
+        until that carry a speed, in ts order; the number is read by the database (for speed
+        records from the index ``idx_records_speed``), so a day of 1 Hz samples is not parsed in
+        Python."""
+        if kind not in ("speed", "position"):
+            raise ValueError(f"speeds of {kind!r} records: only speed and position carry kmh")
+        # the kind as a literal, so that the partial index idx_records_speed serves speed rows
+        rows = self._read(
+            f"SELECT ts_ms, {self._number('kmh')} FROM records WHERE vehicle = ? AND ts_ms >= ? "
+            f"AND ts_ms < ? AND kind = '{kind}' ORDER BY ts_ms", (vehicle, since_ms, until_ms))
+        return [(int(ms), float(kmh)) for ms, kmh in rows if kmh is not None]
+
     def latest(self, vehicle: str, kind: str, before_ms: int | None = None) -> str | None:
         """A vehicle's latest record of ``kind`` (with ts < ``before``), or None."""
         hi = (1 << 62) if before_ms is None else before_ms

@@ -84,12 +84,10 @@ class VehicleDay:
 
 def _speeds(store: Store, vehicle: str, lo: int, hi: int) -> tuple[list[tuple[int, float]], str]:
     """(ms, km/h) of the registrador's speed samples, or of the GPS when there are none."""
-    out = [(ts_to_ms(r["ts"]), float(r["kmh"])) for r in map(orjson.loads,
-                                                              store.samples(vehicle, "speed", lo, hi))]
+    out = store.speeds(vehicle, "speed", lo, hi)
     if out:
         return out, "registrador"
-    gps = [orjson.loads(t) for t in store.samples(vehicle, "position", lo, hi)]
-    return [(ts_to_ms(r["ts"]), float(r["kmh"])) for r in gps if r.get("kmh") is not None], "gps"
+    return store.speeds(vehicle, "position", lo, hi), "gps"
 
 
 def driver_name(registry: Registry, driver: str | None) -> str:
