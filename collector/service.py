@@ -25,6 +25,7 @@ from collector.store import Store, open_store
 from collector.tokens import Tokens
 from collector.verifier import ChainVerifier
 from collector.web.context import RegistryFile, Web
+from collector.web.export import BundleSigner
 from protocols.uplink import mask_url
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,10 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
                     "it (loopback only)", config.http.host)
     live = LiveFindings(store, config.registry)  # the rules, live (collector/findings.py)
     web = Web(store, RegistryFile(config.registry), live.profiles, ingest, vehicles.operators,
-              stale_after_s=config.ingest.stale_after_s)
+              stale_after_s=config.ingest.stale_after_s,
+              signer=None if signer is None or trust is None else BundleSigner(
+                  signer.name, signer.key_id, signer.cert_pem, trust.ca_file.read_text(),
+                  signer.key.sign))
     app = make_app(
         ingest,
         vehicles,

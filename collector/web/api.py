@@ -6,6 +6,7 @@ operador's fleet, 400 for bad input."""
 
 from __future__ import annotations
 
+import logging
 from datetime import date
 from typing import Annotated, Any, Literal
 
@@ -15,11 +16,13 @@ from pydantic import BaseModel, Field
 
 from collector.http import Caller
 from collector.store import StoreError
-from collector.web import dayview, stats, tripview
+from collector.web import dayview, export, stats, tripview
 from collector.web.context import Filters, NotFoundError, Web
 from collector.web.entries import EntryError, close_deadline
 from collector.web.overview import fleet_rows
 from protocols.records import VEHICLE_ID_PATTERN, RecordError, ms_to_ts, now_ms, ts_to_ms
+
+log = logging.getLogger(__name__)
 
 Severity = Literal["infraction", "warning", "deadline", "report", "notice"]
 VehicleId = Annotated[str, Path(pattern=VEHICLE_ID_PATTERN)]
@@ -174,6 +177,33 @@ def add_api(app: FastAPI, web: Web) -> None:
         except StoreError as err:
             raise HTTPException(status_code=503, detail=str(err)) from None
         return JSONResponse(status_code=201, content={"record": stored})
+
+    @app.get("/vehicles/{vehicle}/bundle", tags=["pages"], response_model=None,
+             responses={200: {"content": {"application/zip": {}}}})
+    def vehicle_bundle(token: Caller, vehicle: VehicleId,
+                       since: Annotated[str, Query(max_length=64)],
+                       until: Annotated[str, Query(max_length=64)]) -> Response:
+        """A signed bundle of the vehicle's records from ``since`` to ``until`` (RFC 3339, or a
+        date: a local day's first instant), at most 31 days: canonical records, findings, the
+        day charts, a manifest with hashes signed by the collector, the certificates (a ZIP;
+        docs/pages.md). Every role may ask (an operador for its own vehicles); each export is
+        logged."""
+        try:
+            web.check_vehicle(token, vehicle)
+        except NotFoundError as err:
+            raise _missing(err) from None
+        try:
+            lo = export.parse_bound("since", since, web, vehicle)
+            hi = export.parse_bound("until", until, web, vehicle)
+            export.check_period(lo, hi)
+        except export.ExportError as err:
+            raise HTTPException(status_code=400, detail=str(err)) from None
+        data = export.bundle(web, token, vehicle, lo, hi, web.signer, now_ms())
+        log.info("export: token %s (%s) took the bundle of %s from %s to %s", token.id,
+                 token.role, vehicle, _ms(lo), _ms(hi))
+        name = f"frota-{vehicle}-{ms_to_ts(lo)[:10]}.zip"
+        return Response(data, media_type="application/zip",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     @app.get("/statistics", tags=["pages"], response_model=None)
     def statistics(token: Caller,

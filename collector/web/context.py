@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from collector import findings as stored_findings
@@ -19,6 +19,9 @@ from collector.ingest import Ingest
 from collector.rules.profile import Profile
 from collector.store import Store
 from collector.tokens import Token
+
+if TYPE_CHECKING:
+    from collector.web.export import BundleSigner
 from collector.web.localtime import DEFAULT_PROFILE, Day, profile_zone, vehicle_zone
 from protocols.records import ts_to_ms
 
@@ -74,6 +77,8 @@ class Web:
     ingest: Ingest
     operators: Callable[[], dict[str, str | None]] | None
     stale_after_s: float = 300.0
+    #: who signs the bundles (collector/web/export.py); None on a collector without [trust]
+    signer: BundleSigner | None = None
 
     def visible(self, token: Token, vehicle: str) -> bool:
         """Whether the caller may see the vehicle (an operador only its operator's)."""

@@ -4,6 +4,7 @@ Ocorrências, Estatísticas, and the login. Routes are added to the collector's 
 
 from __future__ import annotations
 
+import logging
 from datetime import date
 from pathlib import Path
 from typing import Annotated, Any
@@ -14,7 +15,7 @@ from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from collector.store import StoreError
-from collector.web import dayview, stats, svg, tripview, words
+from collector.web import dayview, export, stats, svg, tripview, words
 from collector.web.context import Filters, NotFoundError, Web
 from collector.web.entries import EntryError, close_deadline
 from collector.web.localtime import hhmm, stamp, today
@@ -22,6 +23,7 @@ from collector.web.overview import fleet_rows
 from collector.web.session import LoginRequiredError, PageUser, Sessions
 from protocols.records import now_ms
 
+log = logging.getLogger(__name__)
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).with_name("templates")))
 TEMPLATES.env.globals.update(words=words, hhmm=hhmm, stamp=stamp, duration=words.duration,
                              number=words.number)
@@ -99,6 +101,18 @@ def add_pages(app: FastAPI, web: Web, sessions: Sessions) -> None:
         return render(request, "disco.html", user, d=d, disc=Markup(svg.disc(d)),
                       timeline=Markup(svg.timeline(d)), findings=found, tz=d.day.tz,
                       prev=when.fromordinal(when.toordinal() - 1), next=when.fromordinal(when.toordinal() + 1))
+
+    @app.get("/disco/{vehicle}/pacote", include_in_schema=False)
+    def pacote(user: PageUser, vehicle: str,
+               dia: Annotated[str, Query(pattern=DAY_PATTERN)]) -> Response:
+        web.check_vehicle(user, vehicle)
+        _date(dia, date.today())
+        lo, hi = export.day_period(web, vehicle, dia)
+        data = export.bundle(web, user, vehicle, lo, hi, web.signer, now_ms())
+        log.info("export: token %s (%s) took the bundle of %s for %s (page)", user.id, user.role,
+                 vehicle, dia)
+        return Response(data, media_type="application/zip", headers={
+            "Content-Disposition": f'attachment; filename="frota-{vehicle}-{dia}.zip"'})
 
     @app.get("/jornada", include_in_schema=False)
     def jornada_form(user: PageUser, condutor: Annotated[str, Query(min_length=1, max_length=64)],

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from cryptography import x509
 
 from collector import tokens
 from collector.http import Access, make_app
@@ -19,6 +20,8 @@ from collector.ingest import Ingest
 from collector.rules.profile import load_profiles
 from collector.store import Store, open_store
 from collector.web.context import RegistryFile, Web
+from collector.web.export import BundleSigner
+from protocols import identity
 from tests.pages.fleet import OPERATORS, build
 from tests.services import free_port
 
@@ -53,7 +56,8 @@ def scenario_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path
     return build(tmp_path_factory.mktemp("scenarios"))
 
 
-def _serve(folder: Path, scenario_store: tuple[Path, Path]) -> Iterator[Server]:
+def _serve(folder: Path, scenario_store: tuple[Path, Path],
+           signer: BundleSigner | None = None) -> Iterator[Server]:
     db = folder / "collector.db"
     shutil.copy(scenario_store[0], db)
     registry = scenario_store[1]
@@ -61,7 +65,8 @@ def _serve(folder: Path, scenario_store: tuple[Path, Path]) -> Iterator[Server]:
     ingest = Ingest(store, lambda: frozenset(OPERATORS))
     tokens_file = folder / "tokens.json"
     access = Access(tokens.Tokens(tokens_file), lambda: dict(OPERATORS))
-    web = Web(store, RegistryFile(registry), load_profiles(), ingest, lambda: dict(OPERATORS))
+    web = Web(store, RegistryFile(registry), load_profiles(), ingest, lambda: dict(OPERATORS),
+              signer=signer)
     port = free_port()
     app = make_app(ingest, lambda: frozenset(OPERATORS), access=access,
                    allowed_hosts=["127.0.0.1", "localhost"], web=web)
@@ -84,6 +89,24 @@ def server(tmp_path_factory: pytest.TempPathFactory,
            scenario_store: tuple[Path, Path]) -> Iterator[Server]:
     """A server shared by a module's read-only tests."""
     yield from _serve(tmp_path_factory.mktemp("server"), scenario_store)
+
+
+def fleet_signer() -> tuple[BundleSigner, x509.Certificate]:
+    """A fleet CA and a collector's certified Ed25519 key (as ``frota provision`` makes them),
+    as a bundle signer; and the CA certificate."""
+    ca_key, ca_cert = identity.make_ca("Frota test fleet CA")
+    key = identity.new_signing_key()
+    cert = identity.certify_signing_key(ca_key, ca_cert, "central", "collector", key.public_key())
+    signer = BundleSigner("central", identity.key_id(key.public_key()),
+                          identity.cert_pem(cert).decode(), identity.cert_pem(ca_cert).decode(),
+                          key.sign)
+    return signer, ca_cert
+
+
+@pytest.fixture
+def signed_server(tmp_path: Path, scenario_store: tuple[Path, Path]) -> Iterator[Server]:
+    """A server whose bundles are signed by a collector key of a fresh fleet CA."""
+    yield from _serve(tmp_path, scenario_store, fleet_signer()[0])
 
 
 @pytest.fixture

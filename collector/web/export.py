@@ -1,0 +1,126 @@
+"""The bundle of one vehicle's records for a period (issue 17 item 3): a ZIP file that an
+inspector can check without the collector.
+
+Contents (``docs/pages.md``, "The bundle"):
+
+- ``records.jsonl``: the stored records with since <= ts < until in (ts, seq) order, one per line
+  in their canonical form (``protocols.canonical.canonical``, RFC 8785, docs/records.md);
+- ``findings.jsonl``: the vehicle's findings overlapping the period (RFC 8785 each);
+- ``disco-AAAA-MM-DD.svg``: the *Disco do dia* of every local day the period touches;
+- ``manifest.json``: schema, vehicle, period, time zone, when and by whom it was made, and for
+  every file above its size and SHA-256 (RFC 8785 bytes);
+- ``manifest.sig``: the Ed25519 signature of ``manifest.json``'s bytes by the collector's key
+  (base64), with ``certs/collector.pem`` (the collector's certificate) and ``certs/ca.pem``
+  (the fleet CA's) that chain it; absent, and ``"signed": false`` in the manifest, on a collector
+  without ``[trust]`` (docs/trust.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import orjson
+
+from collector.web import dayview, svg
+from collector.web.context import Filters, Web
+from collector.web.localtime import Day, local
+from protocols.canonical import canonical, jcs
+from protocols.records import ms_to_ts, ts_to_ms
+
+BUNDLE_SCHEMA = 1
+#: The longest period one bundle holds (days): inspectors ask for the last days (SP 61 §3).
+MAX_DAYS = 31
+
+
+class ExportError(ValueError):
+    """A period that cannot be exported; the message says why."""
+
+
+@dataclass(frozen=True)
+class BundleSigner:
+    """Who signs bundles: the collector's name, key id, certificate and CA (PEM), and a function
+    signing bytes with its key."""
+
+    name: str
+    key_id: str
+    cert_pem: str
+    ca_pem: str
+    sign: Callable[[bytes], bytes]
+
+
+def check_period(since_ms: int, until_ms: int) -> None:
+    """ExportError unless 0 < until − since <= MAX_DAYS days."""
+    if until_ms <= since_ms:
+        raise ExportError("until must be after since")
+    if until_ms - since_ms > MAX_DAYS * 86_400_000:
+        raise ExportError(f"a bundle holds at most {MAX_DAYS} days; ask for several")
+
+
+def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
+           signer: BundleSigner | None, now_ms: int) -> bytes:
+    """The ZIP bytes of the bundle (the caller has checked the vehicle and the period)."""
+    check_period(since_ms, until_ms)
+    files: dict[str, bytes] = {}
+    lines = [canonical(orjson.loads(text)) for text in web.store.records(vehicle, since_ms, until_ms)]
+    files["records.jsonl"] = b"".join(line + b"\n" for line in lines)
+    found, as_of = web.findings(user, Filters(vehicle=vehicle, since_ms=since_ms, until_ms=until_ms))
+    files["findings.jsonl"] = b"".join(jcs(f) + b"\n" for f in found)
+    tz = web.zone(vehicle)
+    day = local(since_ms, tz).date()
+    last = local(until_ms - 1, tz).date()
+    registry = web.registry()
+    while day <= last:
+        d = dayview.vehicle_day(web.store, registry, vehicle, Day.of(day, tz), web.stop_kmh)
+        files[f"disco-{day.isoformat()}.svg"] = svg.disc(d).encode()
+        day += timedelta(days=1)
+    manifest: dict[str, Any] = {
+        "schema": BUNDLE_SCHEMA, "kind": "frota.bundle", "vehicle": vehicle,
+        "from": ms_to_ts(since_ms), "to": ms_to_ts(until_ms), "timezone": tz.key,
+        "created": ms_to_ts(now_ms), "records": len(lines), "findings": len(found),
+        "findings_as_of": None if as_of is None else ms_to_ts(as_of),
+        "record_schema": 1, "signed": signer is not None,
+        "files": [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                  for name, data in files.items()],
+    }
+    if signer is not None:
+        manifest["signer"] = {"collector": signer.name, "key": signer.key_id}
+    manifest_bytes = jcs(manifest)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr("manifest.json", manifest_bytes)
+        if signer is not None:
+            zf.writestr("manifest.sig", base64.b64encode(signer.sign(manifest_bytes)) + b"\n")
+            zf.writestr("certs/collector.pem", signer.cert_pem)
+            zf.writestr("certs/ca.pem", signer.ca_pem)
+    return out.getvalue()
+
+
+def day_period(web: Web, vehicle: str, day_text: str) -> tuple[int, int]:
+    """The local day ``AAAA-MM-DD`` of the vehicle as (since, until) ms."""
+    from datetime import date
+
+    d = Day.of(date.fromisoformat(day_text), web.zone(vehicle))
+    return d.lo_ms, d.hi_ms
+
+
+def parse_bound(name: str, text: str, web: Web, vehicle: str) -> int:
+    """A bound typed by a person: RFC 3339, or a date (its first instant, vehicle's local time)."""
+    from collector.localtime import LocalTimeError, person_time_ms
+
+    try:
+        return person_time_ms(text, web.zone(vehicle))
+    except LocalTimeError as err:
+        raise ExportError(f"{name}: {err}") from None
+
+
+__all__ = ["BUNDLE_SCHEMA", "MAX_DAYS", "BundleSigner", "ExportError", "bundle", "check_period",
+           "day_period", "parse_bound", "ts_to_ms"]
