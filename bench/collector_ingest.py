@@ -1,6 +1,6 @@
 """Collector ingest throughput: a backlog of batches drained from a private Mosquitto into the store.
 
-    python -m bench.collector_ingest [--records 100000] [--batch 100] [--repeat 3]
+    python -m bench.collector_ingest [--records 100000] [--batch 100] [--repeat 3] [--postgres DSN]
 
 The batches are queued in the broker for a persistent session first (``mosquitto_pub -l``, one
 JSON payload per line, fewer than 65,535 messages: Mosquitto 2.0.11's ``mosquitto_pub -l`` at QoS 1 loses
@@ -19,6 +19,10 @@ subscriber connects and drains them. Three subscribers drain the same backlog in
   more often than the evaluator does (after 1 s of quiet, at most 15 s apart): how much its reads
   slow the ingest's commits.
 
+With ``--postgres DSN`` two more cases per round, each in a fresh schema: the PostgreSQL floor
+(the same bare subscriber, the payload in one row and its records' keys by ``COPY``) and the
+collector storing into PostgreSQL.
+
 A last line times :meth:`Ingest.handle` alone on zstd batches (no broker) to show the split.
 Each is run ``--repeat`` times (at least 3), interleaved round by round; printed: the median and
 the spread of records/s, the ratio to the floor of the same round, and issue 16's target beside.
@@ -33,11 +37,14 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
+import psycopg
 from paho.mqtt.enums import CallbackAPIVersion
 
 from bench.common import Figure, add_repeat, host_line, target
@@ -137,9 +144,11 @@ def _floor(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: str) 
 
 
 def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: str,
-               reading: bool = False) -> float:
+               reading: bool = False, url: str | None = None) -> float:
     name = f"{sync}-reading" if reading else sync
-    store = open_store(str(folder / f"collector-{name}.db"), synchronous=sync)
+    if url is not None:
+        name = "postgresql"
+    store = open_store(url or str(folder / f"collector-{name}.db"), synchronous=sync)
     client_id = f"bench-collector-{name}"
     config = BrokerConfig(url=broker.url, client_id=client_id)
 
@@ -173,6 +182,68 @@ def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: s
     ingest.close()
     assert store.count(VEHICLE) == total, store.count(VEHICLE)
     store.close()
+    return total / elapsed
+
+
+@contextmanager
+def _pg_schema(dsn: str) -> Iterator[str]:
+    """A fresh schema in PostgreSQL for one run; the DSN that uses it (dropped afterwards)."""
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}".encode())
+    try:
+        yield f"{dsn}{'&' if '?' in dsn else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+
+
+def _floor_pg(broker: Mosquitto, lines: Path, total: int, dsn: str) -> float:
+    """The PostgreSQL floor: the payload as received in one row, its records' keys by COPY, one
+    transaction per message (PostgreSQL's default durability, synchronous_commit on)."""
+    conn = psycopg.connect(dsn, autocommit=True)
+    conn.execute("CREATE TABLE batches (id BIGSERIAL PRIMARY KEY, payload BYTEA)")
+    conn.execute("CREATE TABLE records (vehicle TEXT, agent TEXT, seq BIGINT, ts TEXT, kind TEXT, "
+                 "batch BIGINT)")
+    stored = [0]
+
+    def on_message(_c: mqtt.Client, _u: Any, msg: mqtt.MQTTMessage) -> None:
+        payload = bytes(msg.payload)
+        batch = json.loads(payload)
+        with conn.transaction():
+            row = conn.execute("INSERT INTO batches (payload) VALUES (%s) RETURNING id",
+                               (payload,)).fetchone()
+            assert row is not None
+            with conn.cursor().copy("COPY records FROM STDIN") as copy:
+                for r in batch["records"]:
+                    copy.write_row((r["vehicle"], r["agent"], r["seq"], r["ts"], r["kind"], row[0]))
+        stored[0] += len(batch["records"])
+
+    def client() -> mqtt.Client:
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="bench-floor-pg", clean_session=False)
+        c.on_connect = lambda cl, *_a: cl.subscribe(UP_SUBSCRIPTION, qos=1)
+        c.on_message = on_message
+        c.connect("127.0.0.1", broker.port)
+        return c
+
+    def subscribe() -> None:
+        c = client()
+        c.loop_start()
+        time.sleep(0.5)
+        c.disconnect()
+        c.loop_stop()
+
+    try:
+        _queue_backlog(broker, lines, subscribe)
+        c = client()
+        start = time.perf_counter()
+        c.loop_start()
+        _wait(lambda: stored[0] >= total)
+        elapsed = time.perf_counter() - start
+        c.disconnect()
+        c.loop_stop()
+    finally:
+        conn.close()
     return total / elapsed
 
 
@@ -210,6 +281,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--postgres", metavar="DSN",
+                        help="also measure PostgreSQL (a fresh schema per run), e.g. "
+                        "postgresql://postgres@127.0.0.1:5432/test")
     add_repeat(parser)
     args = parser.parse_args()
     records = _records(args.records)
@@ -223,8 +297,10 @@ def main() -> None:
             for batch in batches:
                 out.write(encode_batch(VEHICLE, AGENT, batch, compress=False) + b"\n")
         zstd = [encode_batch(VEHICLE, AGENT, b) for b in batches]
-        cases = ("floor FULL", "floor NORMAL", "collector FULL", "collector NORMAL",
+        cases: tuple[str, ...] = ("floor FULL", "floor NORMAL", "collector FULL", "collector NORMAL",
                  "collector FULL, rules reading", "Ingest.handle only")
+        if args.postgres:
+            cases += ("floor PostgreSQL (COPY)", "collector PostgreSQL")
         rates: dict[str, list[float]] = {name: [] for name in cases}
         live_s: list[float] = []
         n = len(records)
@@ -246,6 +322,17 @@ def main() -> None:
             finally:
                 broker.stop()
             rates["Ingest.handle only"].append(_handle_only(zstd, n, round_dir))
+            if args.postgres:
+                broker = Mosquitto(round_dir / "pg")
+                broker.start()
+                try:
+                    with _pg_schema(args.postgres) as dsn:
+                        rates["floor PostgreSQL (COPY)"].append(_floor_pg(broker, lines, n, dsn))
+                    with _pg_schema(args.postgres) as dsn:
+                        rates["collector PostgreSQL"].append(
+                            _collector(broker, lines, n, round_dir, "full", url=dsn))
+                finally:
+                    broker.stop()
     figures = {name: Figure(tuple(r)) for name, r in rates.items()}
     print(f"backlog of {n} records in {len(batches)} batches of {args.batch}; {args.repeat} "
           "interleaved rounds, records/s median (spread), ratio to the floor of the same "
@@ -253,12 +340,13 @@ def main() -> None:
     print("floor: a bare paho subscriber, json.loads, the payload stored as received plus its "
           "records' keys (executemany), one transaction per message")
     for name, fig in figures.items():
-        floor = figures["floor NORMAL" if "NORMAL" in name else "floor FULL"]
+        floor = figures["floor NORMAL" if "NORMAL" in name else
+                        "floor PostgreSQL (COPY)" if "PostgreSQL" in name else "floor FULL"]
         ratio = fig.ratio(floor)
         line = f"  {name:<30} {fig.show()} records/s"
         if not name.startswith("floor"):
             line += f"  {ratio.show('{:.2f}')}x floor"
-        if name == "collector FULL":
+        if name in ("collector FULL", "collector PostgreSQL"):
             line += (f"  (issue 16 target >= 0.5x: {target(ratio.median >= 0.5)}; measured without "
                      "signature verification, which the ingest does not do yet)")
         print(line)

@@ -41,6 +41,7 @@ class Mosquitto:
         self.binary = binary
         self.port = port or free_port()
         self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
         self.conf = workdir / "mosquitto.conf"
         self.conf.write_text(
             "# A private broker: loopback only, anonymous, no persistence.\n"
