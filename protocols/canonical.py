@@ -11,7 +11,8 @@ specified in docs/records.md ("Canonical form"):
 
 JCS itself — keys sorted by their UTF-16 code units, no whitespace, strings as UTF-8 with only
 the escapes JSON requires, numbers written as ECMAScript writes doubles — is the ``rfc8785``
-library's (Trail of Bits), not hand-rolled here. Nothing else is added, dropped or reordered: a
+library's (Trail of Bits), not hand-rolled here; ``orjson`` writes the same bytes faster for the
+JSON it writes alike (``_as_orjson_writes_it``). Nothing else is added, dropped or reordered: a
 field that is ``null`` stays ``null``, an unknown field is kept as it is.
 """
 
@@ -21,6 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Final
 
+import orjson
 import rfc8785
 
 from protocols.records import MAX_SAFE_INT, RecordError, ms_to_ts, ts_to_ms
@@ -58,74 +60,12 @@ def normalized(rec: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _plain(text: str) -> bool:
-    """True for a string RFC 8785 writes as it is between quotes: printable ASCII without ``"``
-    and ``\\`` (nothing to escape; UTF-16 order is then code point order)."""
-    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
-
-
-def _plain_number(value: int | float) -> str | None:
-    """The RFC 8785 (ECMAScript) form of a number where Python's is provably the same, else None:
-    integers up to 2**53 - 1 (and doubles with an integral value below that, written without
-    ``.0``), and other finite doubles of magnitude in [1e-4, 1e16), where ``repr`` writes the
-    shortest round-trip digits in plain notation exactly as ECMAScript's Number::toString does."""
-    if type(value) is int:
-        return str(value) if -MAX_SAFE_INT <= value <= MAX_SAFE_INT else None
-    if not math.isfinite(value):
-        return None
-    if float(value).is_integer():
-        return str(int(value)) if abs(value) <= MAX_SAFE_INT else None
-    return repr(value) if 1e-4 <= abs(value) < 1e16 else None
-
-
-#: Keys already seen to be plain (records have few distinct keys; bounded).
-_PLAIN_KEYS: set[str] = set()
-
-
-def _flat(obj: Any) -> bytes | None:
-    """RFC 8785 bytes of a flat object (a record: keys and string values of plain ASCII, numbers
-    in :func:`_plain_number`'s domain, booleans, nulls) written directly — about 3x faster than
-    the general serializer on the collector's hot path — or None to use the general one.
-    tests/trust/test_canonical_fast.py checks it against ``rfc8785`` on arbitrary objects."""
-    if type(obj) is not dict:
-        return None
-    parts: list[str] = []
-    for key in sorted(obj) if all(type(k) is str for k in obj) else ():
-        if key not in _PLAIN_KEYS:
-            if not _plain(key):
-                return None
-            if len(_PLAIN_KEYS) < 1024:
-                _PLAIN_KEYS.add(key)
-        value = obj[key]
-        kind = type(value)
-        if kind is str:
-            if '"' in value or "\\" in value:
-                return None
-            parts.append(f'"{key}":"{value}"')
-        elif kind is int or kind is float:
-            number = _plain_number(value)
-            if number is None:
-                return None
-            parts.append(f'"{key}":{number}')
-        elif value is None:
-            parts.append(f'"{key}":null')
-        elif kind is bool:
-            parts.append(f'"{key}":{"true" if value else "false"}')
-        else:
-            return None
-    if len(parts) != len(obj):
-        return None
-    text = "{" + ",".join(parts) + "}"
-    # one check of the whole text: every string printable ASCII (nothing to escape)
-    return text.encode() if text.isascii() and text.isprintable() else None
-
-
 def jcs(obj: Any) -> bytes:
     """RFC 8785 bytes of any JSON value (findings, checkpoints); RecordError if it has none
     (NaN or infinity, a number beyond the doubles, a lone surrogate, a non-JSON type)."""
-    flat = _flat(obj)
-    if flat is not None:
-        return flat
+    fast = _fast(obj)
+    if fast is not None:
+        return fast
     try:
         try:
             return rfc8785.dumps(obj)
@@ -137,6 +77,67 @@ def jcs(obj: Any) -> bytes:
     except (rfc8785.CanonicalizationError, UnicodeEncodeError, RecursionError,
             OverflowError) as err:
         raise RecordError(f"no canonical JSON form: {err}") from err
+
+
+#: The fast path: ``orjson`` with sorted keys writes exactly RFC 8785's bytes for JSON whose
+#: keys are ASCII (orjson sorts by code point, RFC 8785 by UTF-16 unit: the same on ASCII),
+#: whose integers are within ±(2**53 - 1), and whose doubles are neither whole (orjson writes
+#: ``80.0``, RFC 8785 ``80``: these are written as the integer they equal) nor in
+#: [1e-6, 1e-5) (orjson ``1e-6``, RFC 8785 ``0.000001``); strings are escaped alike (every
+#: character of U+0000–U+007F and others tested). ``tests/test_canonical.py`` checks it against
+#: the library on arbitrary JSON, tests/trust/test_canonical_fast.py on flat objects. It is
+#: ≈ 30x faster than ``rfc8785``'s pure Python, which writes everything else.
+_NOT_FAST: Final = object()
+_MAX_DEPTH: Final = 64
+
+
+def _as_orjson_writes_it(obj: Any, depth: int) -> Any:
+    """``obj`` with whole doubles as integers, or _NOT_FAST when orjson would write it
+    differently from RFC 8785."""
+    kind = type(obj)
+    if kind is str or kind is bool or obj is None:
+        return obj
+    if kind is int:
+        return obj if -MAX_SAFE_INT <= obj <= MAX_SAFE_INT else _NOT_FAST
+    if kind is float:
+        size = abs(obj)
+        if not size < math.inf:  # NaN, infinity: orjson writes null, RFC 8785 has no form
+            return _NOT_FAST
+        if size.is_integer():
+            return int(obj) if size <= MAX_SAFE_INT else _NOT_FAST
+        return obj if not 1e-6 <= size < 1e-5 else _NOT_FAST
+    if depth >= _MAX_DEPTH:
+        return _NOT_FAST
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            if type(key) is not str or not key.isascii():
+                return _NOT_FAST
+            ready = _as_orjson_writes_it(value, depth + 1)
+            if ready is _NOT_FAST:
+                return _NOT_FAST
+            out[key] = ready
+        return out
+    if kind is list or kind is tuple:
+        items = []
+        for value in obj:
+            ready = _as_orjson_writes_it(value, depth + 1)
+            if ready is _NOT_FAST:
+                return _NOT_FAST
+            items.append(ready)
+        return items
+    return _NOT_FAST
+
+
+def _fast(obj: Any) -> bytes | None:
+    """RFC 8785 bytes written by orjson when it writes ``obj`` alike, else None."""
+    ready = _as_orjson_writes_it(obj, 0)
+    if ready is _NOT_FAST:
+        return None
+    try:
+        return orjson.dumps(ready, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # a lone surrogate: the library says what is wrong
+        return None
 
 
 def _big_ints_as_doubles(obj: Any) -> Any:

@@ -9,10 +9,11 @@ import struct
 from typing import Any
 
 import pytest
+import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.canonical import PRECISION, canonical, jcs, normalized
+from protocols.canonical import PRECISION, _big_ints_as_doubles, canonical, jcs, normalized
 from protocols.records import ACTIVITIES, MAX_SAFE_INT, RecordError, ms_to_ts, ts_to_ms, validate
 
 
@@ -223,3 +224,34 @@ def test_integers_beyond_2_to_53_are_the_doubles_json_reads_them_as() -> None:
     assert jcs({"x": 2.0**53}) == jcs({"x": 2**53}) == b'{"x":9007199254740992}'
     assert jcs(2**53 + 1) == b"9007199254740992"
     assert jcs(5.404418755851741e16) == jcs(54044187558517410) == b"54044187558517410"
+
+
+_ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+    | st.sampled_from([1e-6, 5e-6, 9.999999e-6, 1e-5, 2.0**53, 2.0**53 + 2, 1e16, 1e21, -0.0]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
+                                                               max_size=4),
+    max_leaves=20,
+)
+
+
+def _library(obj: object) -> bytes | None:
+    try:
+        return rfc8785.dumps(obj)  # type: ignore[arg-type]
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError):
+        return None
+
+
+@given(_ANY_JSON)
+def test_the_fast_path_writes_the_librarys_bytes(obj: object) -> None:
+    expected = _library(obj)
+    if expected is None:  # integers beyond 2**53 are the doubles JSON reads them as
+        try:
+            expected = _library(_big_ints_as_doubles(obj))
+        except OverflowError:
+            expected = None
+    try:
+        got: bytes | None = jcs(obj)
+    except RecordError:
+        got = None
+    assert got == expected

@@ -1,4 +1,4 @@
-"""The canonical form's direct path for flat records writes exactly what ``rfc8785`` writes."""
+"""The canonical form's fast path (orjson) writes exactly what ``rfc8785`` writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from protocols.canonical import _flat, jcs
+from protocols.canonical import _fast, jcs
 from protocols.records import RecordError
 
 _scalars = (
@@ -36,7 +36,7 @@ def _reference(obj: dict[str, object]) -> bytes | None:
 @example({"a": 0.1, "b": 1e-7, "c": 1e21, "d": -0.0, "e": 123456789012345.6, "f": 2**53 - 1})
 @example({"z": "ação", "é": 1, "a\u2028": "\u2028", "q": 'say "hi"', "t": "tab\t"})
 def test_the_direct_path_is_rfc8785(obj: dict[str, object]) -> None:
-    fast = _flat(obj)
+    fast = _fast(obj)
     expected = _reference(obj)
     if fast is not None:
         assert fast == expected
@@ -52,6 +52,6 @@ def test_a_record_goes_the_direct_way() -> None:
     rec = {"vehicle": "ABC1D23", "ts": "2026-03-02T14:00:01.000Z", "kind": "speed", "agent": "a1",
            "seq": 1, "prev": "0" * 64, "kmh": 61.5, "odometer_m": 22, "ignition": True,
            "device_seq": 1, "raw": "aa5529"}
-    assert _flat(rec) == rfc8785.dumps(rec)  # type: ignore[arg-type]
+    assert _fast(rec) == rfc8785.dumps(rec)  # type: ignore[arg-type]
     with pytest.raises(RecordError):
         jcs({"x": float("nan")})
