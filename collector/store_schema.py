@@ -208,4 +208,13 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                            "WHERE kind = 'speed'"),
         ),
     ),
+    Migration(
+        # Rejects replayed (frota collector rejects replay, collector/rejects_replay.py): when,
+        # and what became of each (stored N, or final: the reason it can never be accepted).
+        "010_rejects_replay",
+        """
+        ALTER TABLE rejects ADD COLUMN replayed_ms BIGINT;
+        ALTER TABLE rejects ADD COLUMN replay TEXT
+        """,
+    ),
 )

@@ -64,6 +64,10 @@ def register(subparsers: Any) -> None:
 
     collector_retention.add_subcommands(sub)  # prune, hold add|release|list
 
+    from frota.commands import collector_rejects
+
+    collector_rejects.add_subcommands(sub)  # rejects replay
+
 
 def _config(path: str) -> Any:
     from collector.config import ConfigError, load_config
