@@ -79,3 +79,14 @@ def test_vehicles_it_does_not_know_are_counted_not_kept(store: Store) -> None:
     assert set(health["vehicles"]) == {V1}
     assert health["unknown_vehicle_messages"] == 1000
     assert health["rejects"] == 500
+
+
+def test_health_answers_whatever_time_a_store_holds(store: Store) -> None:
+    # A store written before times were bounded may hold any value; /health still answers.
+    ingest = Ingest(store, _known)
+    live = ingest.state.vehicle(V1)
+    live.last_ts_ms = 253_402_300_800_000 + 86_400_000  # 10000-01-02T00:00:00Z
+    live.last_received_ms = -62_135_596_800_000 - 14 * 3_600_000  # year 0
+    health = ingest.health(300, at_ms=T0)
+    assert health["vehicles"][V1]["latest_record_ts"] == "+10000-01-02T00:00:00.000Z"
+    assert health["vehicles"][V1]["last_received"] == "0000-12-31T10:00:00.000Z"
