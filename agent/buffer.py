@@ -42,6 +42,8 @@ WAL_PAGES: Final = 64
 PENDING: Final = 0
 STORED: Final = 1
 REJECTED: Final = 2
+#: The largest seq a replay range may name (2**63 - 1, SQLite's INTEGER).
+MAX_REPLAY_SEQ: Final = (1 << 63) - 1
 #: The collector holds a different record under this identity: kept apart, never sent again.
 CONFLICT: Final = 3
 
@@ -68,6 +70,9 @@ class Counts:
     last_seq: int
     #: Records the collector holds another version of (kept apart, never sent again).
     conflicts: int = 0
+    #: Of ``rejected``, those refused for a cause that may change (an unknown vehicle, a newer
+    #: schema): never evicted, sent again by ``frota agent replay`` (firmware-notes/agent.md).
+    retryable: int = 0
 
 
 def _wall_ms() -> int:
@@ -456,7 +461,38 @@ class Buffer:
             rejected=int(by_state.get(REJECTED, 0)),
             last_seq=self.last_seq(),
             conflicts=int(by_state.get(CONFLICT, 0)),
+            retryable=self.retryable_count(),
         )
+
+    def retryable_count(self) -> int:
+        """Rejected records whose cause may change (sent again by a replay)."""
+        (count,) = self.conn.execute(
+            "SELECT COUNT(*) FROM records WHERE state = ? AND retryable = 1", (REJECTED,)
+        ).fetchone()
+        return int(count)
+
+    def replay_rejected(self, first: int = 1, last: int | None = None) -> int:
+        """Make the retryable rejected records with first <= seq <= last pending again (sent
+        again by the uplink, ``frota agent replay``); final rejects and conflicts stay. Counts
+        ``replay_gen`` up in ``meta`` in the same transaction: a running uplink sees it and
+        starts its backlog over (agent/uplink.py). Returns how many records go again."""
+        upto = MAX_REPLAY_SEQ if last is None else last
+        with self._failing("write to"), transaction(self.conn):
+            changed = int(self.conn.execute(
+                "UPDATE records SET state = ?, reason = NULL, retryable = 0, acked_ms = NULL "
+                "WHERE state = ? AND retryable = 1 AND seq BETWEEN ? AND ?",
+                (PENDING, REJECTED, first, upto),
+            ).rowcount)
+            if changed:
+                self.conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('replay_gen', '1') ON CONFLICT (key) "
+                    "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+        return changed
+
+    def replay_gen(self) -> int:
+        """How many replays were asked of this buffer (0: none): the uplink's cue."""
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'replay_gen'").fetchone()
+        return 0 if row is None else int(row[0])
 
     def last_device_seq(self, source: str) -> int | None:
         """The ``device_seq`` captured last from ``source`` (where the registrador's catch-up starts)."""

@@ -90,6 +90,8 @@ class BufferReader:
             stored=int(by_state.get(STORED, 0)),
             rejected=int(by_state.get(REJECTED, 0)),
             last_seq=max(int(meta[0][0]) if meta else 0, int(largest)),
+            retryable=int(self._rows("SELECT COUNT(*) FROM records WHERE state = ? "
+                                     "AND retryable = 1", (REJECTED,))[0][0]),
         )
 
     def agent(self) -> str | None:

@@ -86,6 +86,8 @@ def collect(config: AgentConfig, now_ms: int | None = None) -> dict[str, Any]:
         "backlog_oldest_ts": _iso(summary.oldest_pending_ts_ms),
         "stored": counts.stored,
         "rejected": counts.rejected,
+        # of them, refused for a cause that may change: kept, sent again by frota agent replay
+        "rejected_retryable": counts.retryable,
         # the collector holds another record under these seqs: kept apart, never resent
         "conflicts": counts.conflicts,
         "last_seq": counts.last_seq,
@@ -122,7 +124,8 @@ def render(status: dict[str, Any]) -> str:
         + ("" if status["reserve_present"] else " (reserve file given back: the disk was full)"),
         f"backlog  {status['backlog']} records not yet confirmed"
         + (f" (oldest {status['backlog_oldest_ts']})" if status["backlog_oldest_ts"] else "")
-        + f"; {status['stored']} stored, {status['rejected']} rejected, "
+        + f"; {status['stored']} stored, {status['rejected']} rejected "
+        f"({status['rejected_retryable']} retryable), "
         f"{status['conflicts']} in conflict; last seq {status['last_seq']}",
         f"last ack {status['last_ack'] or 'none yet'}"
         + (f" ({_ago(status['last_ack_s_ago'])})" if status["last_ack"] else ""),

@@ -121,6 +121,8 @@ class Uplink:
         self._acks: queue.Queue[Ack] = queue.Queue()
         self._connected_gen = 0  # bumped by every successful connect (paho's thread)
         self._seen_gen = 0
+        #: The buffer's replay count last seen (``frota agent replay``; agent/buffer.py).
+        self._replay_gen = self.buffer.replay_gen()
         self._stop = threading.Event()
         self._flights: dict[int, Flight] = {}
         self._next_flight = 1
@@ -239,8 +241,10 @@ class Uplink:
         self._apply_acks()
         if not self.stats.connected:
             return
-        if self._connected_gen != self._seen_gen:
-            self._seen_gen = self._connected_gen
+        replay = self.buffer.replay_gen()
+        if self._connected_gen != self._seen_gen or replay != self._replay_gen:
+            # a new connection, or records made pending again by frota agent replay
+            self._seen_gen, self._replay_gen = self._connected_gen, replay
             # Everything pending now is backlog; batches in flight stay tracked (and are resent
             # after their timeout if the broker lost them).
             self._live_floor = self.buffer.last_seq()

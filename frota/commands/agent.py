@@ -53,6 +53,16 @@ def register(subparsers: Any) -> None:
                                 help="how long to record (at most 3600)")
     capture_parser.add_argument("--out", required=True, metavar="FILE", help="the capture file to write")
     capture_parser.set_defaults(func=capture)
+    replay_parser = sub.add_parser(
+        "replay",
+        help="send again the records the collector rejected for a cause that may change",
+        description="Make the records the collector rejected as retryable (an unknown vehicle, "
+        "a newer schema) pending again, so that the agent sends them again (at once if it is "
+        "running, else when it starts). Final rejects and conflicts are never resent.",
+    )
+    replay_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    replay_parser.add_argument("--seq", metavar="A-B", help="only seqs A to B (or one seq A)")
+    replay_parser.set_defaults(func=replay)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,3 +151,43 @@ def capture(args: argparse.Namespace) -> int:
     print(f"frota agent capture: {lines} lines from {device.name} {how} in {out}; "
           f"decode with: {decode}", file=sys.stderr)
     return 0
+
+
+def _seq_range(text: str | None) -> tuple[int, int | None]:
+    if text is None:
+        return 1, None
+    first, _, last = text.strip().partition("-")
+    try:
+        lo, hi = int(first), int(last) if last else int(first)
+    except ValueError:
+        raise UserError(f"--seq {text!r} is not A-B nor A (seq numbers)") from None
+    if lo < 1 or hi < lo:
+        raise UserError(f"--seq {text!r}: need 1 <= A <= B")
+    return lo, hi
+
+
+def replay(args: argparse.Namespace) -> int:
+    """Make the retryable rejected records pending again."""
+    from agent.buffer import Buffer, BufferError
+    from agent.config import ConfigError, load_config
+
+    first, last = _seq_range(args.seq)
+    try:
+        config = load_config(args.config)
+        if not config.buffer.path.is_file():
+            raise UserError(f"no buffer at {config.buffer.path} (the agent has not run yet)")
+        buf = Buffer(config.buffer.path)
+    except (ConfigError, BufferError) as err:
+        raise UserError(str(err)) from err
+    try:
+        before = buf.counts()
+        again = buf.replay_rejected(first, last)
+    except BufferError as err:
+        raise UserError(str(err)) from err
+    finally:
+        buf.close()
+    final = before.rejected - before.retryable
+    print(f"frota agent replay: {again} retryable rejected records will be sent again; "
+          f"{final} final rejects and {before.conflicts} conflicts are not resent")
+    return 0
+

@@ -63,7 +63,7 @@ def test_status_shows_backlog_ack_devices_and_disk(tmp_path: Path) -> None:
     text = frota("agent", "status", "--config", str(config))
     assert text.returncode == 0, text.stderr
     assert "backlog  5 records not yet confirmed" in text.stdout
-    assert "7 stored, 1 rejected, 0 in conflict; last seq 13" in text.stdout
+    assert "7 stored, 1 rejected (0 retryable), 0 in conflict; last seq 13" in text.stdout
     assert "disk left" in text.stdout
     assert any(line.split()[:3] == ["reg", "registrador", "ok"] for line in text.stdout.splitlines())
 
