@@ -220,3 +220,12 @@ def test_the_inline_pass_agrees_with_the_full_checks(
     if fast is not None:
         assert fast == full, rec
     assert validated_ts_ms(rec) == full if full is not None else True
+
+
+@pytest.mark.parametrize("name", ["..", ".", "ABC1D23\n", "a/b", "-x"])
+def test_provisioning_takes_the_same_vehicle_ids(name: str) -> None:
+    # DIR/vehicles/ID/ is a folder: ".." would leave DIR (the pattern was a copy, matched with $)
+    from frota.provision.fleet import ProvisionError, _check_name
+
+    with pytest.raises(ProvisionError, match="must be 1-64"):
+        _check_name("vehicle", name)

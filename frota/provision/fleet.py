@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,10 +28,9 @@ from typing import Any, Final
 from frota.provision import broker, templates
 from protocols import identity
 from protocols.keyring import entry_json, read_entries, write_entries
-from protocols.records import ms_to_ts
+from protocols.records import is_vehicle_id, ms_to_ts
 
 FLEET_SCHEMA: Final = 1
-NAME_RE: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 COLLECTOR_PREFIX: Final = "collector-"
 
 
@@ -138,8 +136,11 @@ def _mkdir(path: Path, mode: int) -> Path:
 
 
 def _check_name(kind: str, name: str) -> None:
-    if not NAME_RE.match(name):
-        raise ProvisionError(f"{kind} {name!r}: must be 1-64 letters, digits, '_', '.' or '-'")
+    # The vehicle-id pattern (docs/records.md) for collectors too: both become broker user
+    # names, topic levels and folder names (no "..", no trailing newline).
+    if not is_vehicle_id(name):
+        raise ProvisionError(f"{kind} {name!r}: must be 1-64 letters, digits, '_', '.' or '-', "
+                             "starting with a letter or digit")
 
 
 def _signing_identity(fleet: Fleet, folder: Path, role: str, name: str) -> None:
