@@ -21,6 +21,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from collector.ingest import Ingest
+from collector.store_schema import DELETE_REFUSED
 from collector.tokens import Token, Tokens
 
 if TYPE_CHECKING:
@@ -154,6 +155,13 @@ def make_app(
             body["vehicles"] = {vehicle: body["vehicles"][vehicle]}
         body["status"] = "ok" if body["broker"]["connected"] else "broker disconnected"
         return JSONResponse(status_code=200 if body["broker"]["connected"] else 503, content=body)
+
+    @app.delete("/records", include_in_schema=False)
+    @app.delete("/vehicles/{_rest:path}", include_in_schema=False)
+    def no_delete(_token: Caller) -> JSONResponse:
+        """No route deletes records: only ``frota collector prune``, past the retention."""
+        return JSONResponse(status_code=405, headers={"Allow": "GET"},
+                            content={"detail": DELETE_REFUSED})
 
     @app.get("/records")
     def records(

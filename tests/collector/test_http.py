@@ -176,3 +176,13 @@ def test_an_unknown_route_is_404(offline_api: Api) -> None:
     response = httpx.get(offline_api.base + "/nothing-here")
     assert response.status_code == 404
     assert response.json() == {"detail": "Not Found"}
+
+
+def test_no_route_deletes_records(offline_api: Api) -> None:
+    for path in ("/records?vehicle=ABC1D23&since=2026-03-02T00:00:00Z",
+                 "/vehicles/ABC1D23/days/2026-03-02"):
+        response = httpx.delete(offline_api.base + path, timeout=5)
+        assert response.status_code == 405
+        assert "deleted only by frota collector prune" in response.json()["detail"]
+        assert "art. 61 §3" in response.json()["detail"]
+    assert offline_api.ingest.store.count("ABC1D23") == 3

@@ -15,6 +15,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,3 +228,32 @@ def test_prune_and_holds_on_the_command_line(tmp_path: Path,
     assert main(["collector", "hold", "release", "--config", str(config), "1"]) == 0
     assert "released by" in capsys.readouterr().out
     assert main(["collector", "hold", "release", "--config", str(config), "7"]) == 1
+
+
+def test_one_prune_at_a_time_on_a_shared_store(store: Store, store_url: str,
+                                               fleet: registry.Registry) -> None:
+    other = open_store(store_url)
+    try:
+        with retention.prune_lease(store) as mine:
+            assert mine
+            with retention.prune_lease(other) as theirs:
+                # PostgreSQL: the advisory lock is taken; SQLite has one writer anyway
+                assert theirs == (store.dialect == "sqlite")
+        with retention.prune_lease(other) as theirs:
+            assert theirs                           # released
+    finally:
+        other.close()
+    runs: list[int] = []
+
+    def once() -> list[retention.VehiclePrune]:
+        runs.append(1)
+        return retention.prune(store, fleet, load_profiles(), None, now_ms=NOW)
+
+    daily = retention.DailyPrune(once, store, every_s=3600, first_after_s=0.01)
+    daily.start()
+    deadline = time.monotonic() + 10
+    while not runs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    daily.stop()
+    assert runs == [1]
+    assert _seqs(store, SP_BUS) == [5, 6, 7]
