@@ -31,6 +31,7 @@ from typing import Any, Final
 from collector.registry import Registry
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
 from collector.store import Store
+from protocols.records import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -246,4 +247,4 @@ class DailyPrune:
 
 def now_day_ms() -> int:
     """The collector's clock in ms (only to date today; a record's age is by its device time)."""
-    return time.time_ns() // 1_000_000
+    return now_ms()

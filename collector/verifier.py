@@ -16,7 +16,6 @@ import hashlib
 import logging
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,17 +24,13 @@ from collector.store_chain import INSERT_INTEGRITY
 from protocols.chain import GENESIS, Checkpoint, checkpoint_valid
 from protocols.identity import IdentityError, load_cert_file
 from protocols.keyring import Keyring, load_keyring
-from protocols.records import ms_to_ts
+from protocols.records import ms_to_ts, now_ms
 
 log = logging.getLogger(__name__)
 
 #: Links read per agent per pass (a long backlog is verified over several passes).
 PAGE: Final = 5000
 BASIS: Final = ("CTB art. 105 II", "Resolução CONTRAN 938/2022")
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class ChainVerifier:
@@ -86,7 +81,7 @@ class ChainVerifier:
         self._reload()
         events: list[tuple[Any, ...]] = []
         cursors: list[tuple[Any, ...]] = []
-        now = _now_ms()
+        now = now_ms()
         read = self.store._read
         state = {(v, a): (int(s), str(h)) for v, a, s, h in read(
             "SELECT vehicle, agent, seq, hash FROM chain_state")}
