@@ -164,11 +164,56 @@ class Buffer:
             ) from err
 
     def _known_frame(self, source: str, device_seq: int, ts_ms: int) -> bool:
+        """Captured before: its records are here, or its number and time fall within a run of
+        frames captured (kept after the records are evicted or expire)."""
         row = self.conn.execute(
             "SELECT 1 FROM records WHERE source = ? AND device_seq = ? AND ts_ms = ? LIMIT 1",
             (source, device_seq, ts_ms),
         ).fetchone()
+        if row is not None:
+            return True
+        # The run with the highest first number at or below it; a replaced device numbering
+        # from 1 again has later times than the runs of the old one, so its frames are new.
+        row = self.conn.execute(
+            "SELECT 1 FROM captured_frames WHERE source = ? AND first <= ? AND last >= ? "
+            "AND first_ms <= ? AND last_ms >= ? LIMIT 1",
+            (source, device_seq, device_seq, ts_ms, ts_ms),
+        ).fetchone()
         return row is not None
+
+    def _note_frame(self, source: str, device_seq: int, ts_ms: int) -> None:
+        """Add a frame just captured to the runs of captured frames (merging neighbours)."""
+        conn = self.conn
+        before = conn.execute(
+            "SELECT first, first_ms, last_ms FROM captured_frames WHERE source = ? AND last = ?",
+            (source, device_seq - 1),
+        ).fetchone()
+        after = conn.execute(
+            "SELECT last, first_ms, last_ms FROM captured_frames WHERE source = ? AND first = ?",
+            (source, device_seq + 1),
+        ).fetchone()
+        first, last, lo, hi = device_seq, device_seq, ts_ms, ts_ms
+        if before is not None:
+            first, lo, hi = int(before[0]), min(lo, int(before[1])), max(hi, int(before[2]))
+        if after is not None:
+            last, lo, hi = int(after[0]), min(lo, int(after[1])), max(hi, int(after[2]))
+            conn.execute("DELETE FROM captured_frames WHERE source = ? AND first = ?",
+                         (source, device_seq + 1))
+        conn.execute(
+            "INSERT OR REPLACE INTO captured_frames (source, first, last, first_ms, last_ms) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (source, first, last, lo, hi),
+        )
+
+    def captured_runs(self, source: str, first: int, last: int) -> list[tuple[int, int]]:
+        """The runs of frames numbered ``first``…``last`` captured from ``source`` (clipped to
+        that range, in order): what a catch-up need not ask for again."""
+        rows = self.conn.execute(
+            "SELECT first, last FROM captured_frames WHERE source = ? AND last >= ? AND first <= ? "
+            "ORDER BY first",
+            (source, first, last),
+        ).fetchall()
+        return [(max(first, int(a)), min(last, int(b))) for a, b in rows]
 
     def add(
         self, items: Sequence[tuple[str, Record]], states: Mapping[str, str] | None = None
@@ -195,7 +240,7 @@ class Buffer:
                 seq = self._last_seq() + 1
                 prev = self._last_hash()
                 frame: tuple[str, int, int] | None = None
-                repeat = False
+                repeat = new_frame = False
                 for source, rec in items:
                     ts_ms = ts_to_ms(rec["ts"])
                     device_seq = rec.get("device_seq")
@@ -204,6 +249,7 @@ class Buffer:
                     elif frame != (source, device_seq, ts_ms):
                         frame = (source, device_seq, ts_ms)
                         repeat = self._known_frame(source, device_seq, ts_ms)
+                        new_frame = not repeat
                     if repeat:
                         continue
                     try:
@@ -211,6 +257,9 @@ class Buffer:
                     except RecordError as err:  # no canonical form: it cannot be chained
                         log.error("record dropped, it cannot be chained: %s", err)
                         continue
+                    if device_seq is not None and new_frame:
+                        self._note_frame(source, device_seq, ts_ms)
+                        new_frame = False
                     cur = self.conn.execute(
                         "INSERT OR IGNORE INTO records (seq, ts_ms, kind, source, device_seq, "
                         "device_key, body, captured_ms, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -20,6 +20,7 @@ from agent.clockwatch import ClockWatch
 from agent.config import AgentConfig
 from agent.sources import Source, make_source
 from agent.sources.base import StateHooks, agent_record
+from agent.sources.registrador import RegistradorSource
 from agent.systemd import Notifier
 from agent.timekeeper import TimeKeeper
 from agent.uplink import Uplink
@@ -75,6 +76,9 @@ class Agent:
         self._by_name = {source.name: source for source in self.sources}
         # frota agent capture: a device's raw bytes, teed by its source (agent/capture.py).
         self.capture = CaptureServer(socket_path(buf.path), self._by_name)
+        for source in self.sources:
+            if isinstance(source, RegistradorSource):
+                source.captured_runs = functools.partial(self._captured_runs, source.name)
 
     @property
     def agent_id(self) -> str:
@@ -84,6 +88,10 @@ class Agent:
     def _last_device_seq(self, source: str) -> int | None:
         with self._reader_lock:
             return self.reader.last_device_seq(source)
+
+    def _captured_runs(self, source: str, first: int, last: int) -> list[tuple[int, int]]:
+        with self._reader_lock:
+            return self.reader.captured_runs(source, first, last)
 
     def _source_state(self, source: str) -> str | None:
         with self._reader_lock:

@@ -62,6 +62,31 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
         ALTER TABLE records ADD COLUMN retryable INTEGER NOT NULL DEFAULT 0
         """,
     ),
+    (
+        # The device frames captured, as ranges of frame numbers (and the device times they
+        # span): kept when their records are evicted or expire, so a frame asked again after
+        # its records left the buffer is still known and never captured twice (issue 11).
+        # Filled from the records already there.
+        "0005-captured-frames",
+        """
+        CREATE TABLE captured_frames (
+            source TEXT NOT NULL,
+            first INTEGER NOT NULL,           -- first frame number of the run
+            last INTEGER NOT NULL,            -- last frame number of the run
+            first_ms INTEGER NOT NULL,        -- the earliest device time among them
+            last_ms INTEGER NOT NULL,         -- the latest device time among them
+            PRIMARY KEY (source, first)
+        );
+        CREATE INDEX captured_frames_last ON captured_frames (source, last);
+        INSERT INTO captured_frames (source, first, last, first_ms, last_ms)
+            SELECT source, MIN(device_seq), MAX(device_seq), MIN(ts_ms), MAX(ts_ms) FROM (
+                SELECT source, device_seq, ts_ms,
+                       device_seq - DENSE_RANK() OVER (
+                           PARTITION BY source ORDER BY device_seq) AS run
+                FROM records WHERE device_seq IS NOT NULL)
+            GROUP BY source, run;
+        """,
+    ),
 )
 
 

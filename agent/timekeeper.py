@@ -1,7 +1,9 @@
 """The agent's best estimate of event time for records from devices without a clock.
 
-docs/records.md: door counters' and the agent's own records get the latest *device* time (registrador
-or GPS) plus the monotonic time elapsed since that device time was received. The Pi's wall clock
+docs/records.md and firmware-notes/agent.md: door counters' and the agent's own records get the
+latest *live* device time (registrador or GPS, as the frame was sent — never a frame downloaded
+from the registrador's memory) plus the monotonic time elapsed since that device time was
+received. The Pi's wall clock
 is used only before any device time has been seen, and the record then says so in its ``detail``
 (or the caller marks it). Thread-safe: every source observes and reads it.
 """
@@ -41,6 +43,11 @@ class TimeKeeper:
             ms = ts_to_ms(ts)
         except ValueError:
             return
+        self.observe_ms(ms, source)
+
+    def observe_ms(self, ms: int, source: str) -> None:
+        """A device with a clock said it is ``ms`` now: only *live* times (a frame as it is
+        sent), never the time of a frame downloaded from a device's memory."""
         with self._lock:
             self._device_ms = ms
             self._at = self._mono()

@@ -299,6 +299,12 @@ def register_sim(subparsers: Any) -> None:
         "--first-seq", type=int, default=1, metavar="N", help="frame number of the first frame"
     )
     parser.add_argument(
+        "--history", type=float, default=0.0, metavar="SECONDS",
+        help="start with SECONDS of device time already in memory, as if the device had run "
+        "that long before the line was connected: a backlog for a reader to download (at most "
+        "its memory of 100,000 frames; default 0)",
+    )
+    parser.add_argument(
         "--idle", action="store_true",
         help="no drive profile: a parked bus (speed 0, no cards), status frames only",
     )
@@ -310,13 +316,24 @@ def run(args: argparse.Namespace) -> int:
     """``frota sim registrador``: run the model on a pty until interrupted or --duration."""
     if args.first_seq < 0:
         raise SimulatorError(f"--first-seq must be >= 0, not {args.first_seq}")
+    if not 0 <= args.history * args.rate <= MEMORY:
+        raise SimulatorError(f"--history must be 0-{MEMORY / args.rate:g} seconds at --rate "
+                        f"{args.rate:g} (a memory of {MEMORY:,} frames), not {args.history:g}")
     drive: list[DefaultDrive] = []
 
     def factory(clock: ScaledClock) -> RegistradorModel:
         start = clock.now_ms()
-        model = RegistradorModel(start, rate_hz=args.rate, first_seq=args.first_seq)
+        made_from = start - int(args.history * 1000)
+        model = RegistradorModel(made_from, rate_hz=args.rate, first_seq=args.first_seq)
         if not args.idle:
-            drive.append(DefaultDrive(model, start))
+            drive.append(DefaultDrive(model, made_from))
+        # --history: the frames of the time before the line existed, made into memory only.
+        for now_ms in range(made_from, start, 1000):
+            for profile in drive:
+                profile.step(now_ms)
+            model.due(now_ms)
+        if args.history > 0:
+            model.due(start - 1)
         return model
 
     def on_step(now_ms: int) -> None:

@@ -1,7 +1,10 @@
 """The door counters: an RS-485 multi-drop line the agent polls by address (it is the only master).
 
 Door sensors have no clock: every request and answer is fed to the decoder with the time
-keeper's estimate (latest device time + monotonic time since), as docs/records.md says.
+keeper's estimate (latest device time + monotonic time since), as docs/records.md says
+(firmware-notes/agent.md, "Clocks").
+Before any device time, door records are held, not stamped by the Pi's clock: their passengers
+stay in the decoder (and the state saved with the records) and go out at the first device time.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ import serial
 
 from agent.config import DeviceConfig
 from agent.sources.base import Source, SourceContext
+from agent.sources.stream import read_burst
 from protocols.apc import Poller
-from protocols.apc.poller import MIN_GAP_MS, char_ms
 from protocols.records import Record
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,7 @@ class ApcSource(Source):
         self._restore = threading.Event()  # set: take back the committed state before polling
         self._restore.set()
         self._saved: dict[str, dict[str, object]] = {}  # the state last handed over, answers left out
+        self._dated = False  # a device time is known: records are stamped, no longer held
 
     def dropped(self, records: list[Record]) -> None:
         """A full disk dropped records of ours: go back to the state last committed."""
@@ -70,24 +74,50 @@ class ApcSource(Source):
             return json.dumps(state, separators=(",", ":"))
         return None
 
+    def _now_ms(self) -> int | None:
+        """The time keeper's estimate, or None before any device time: door records are then
+        held (their passengers kept in the decoder and its saved state), never stamped by the
+        Pi's clock, which may be years off (firmware-notes/agent.md, "Clocks")."""
+        if not self._dated:
+            return None
+        return self.clock.now_ms()[0]
+
+    def _held_records(self) -> list[Record]:
+        """At the first device time, the passengers held while there was none: one ``door``
+        record per door that counted some, stamped with that time."""
+        if self._dated:
+            return []
+        ms, synced = self.clock.now_ms()
+        if not synced:
+            return []
+        self._dated = True
+        decoder = self.poller.decoder
+        if decoder.stats.undated == 0:
+            return []
+        decoder.set_time(ms)
+        held = decoder.report_pending()
+        if held:
+            log.info("%s: %d passengers counted before any device time placed at it",
+                     self.name, sum(r["boarded"] + r["alighted"] for r in held))
+        return held
+
     def _exchange(self, port: serial.Serial, request: bytes) -> bool:
         """Send one request, read its answer until a frame completes or the reply times out."""
         port.reset_input_buffer()
         port.write(request)
-        now = self.clock.now_ms()[0]
-        self.tee(request, now)  # a capture holds the polls too: the decoder needs them
-        records = self.poller.feed(request, now)
+        self.tee(request, self.clock.now_ms()[0])  # a capture holds the polls too
+        records = self._held_records()
+        records += self.poller.feed(request, self._now_ms())
         frames = self.decoder.stats.frames
         deadline = time.monotonic() + self.config.reply_timeout_s
         answered = False
         while time.monotonic() < deadline and not self.stop.is_set():
-            data = port.read(256)  # returns at the silence that ends the answer
+            data = read_burst(port)  # returns at the silence that ends the answer
             if not data:
                 continue
             answered = True
-            now = self.clock.now_ms()[0]
-            self.tee(data, now)
-            records += self.poller.feed(data, now)
+            self.tee(data, self.clock.now_ms()[0])
+            records += self.poller.feed(data, self._now_ms())
             if self.decoder.stats.frames > frames:
                 break
         self.deliver(records)
@@ -96,9 +126,6 @@ class ApcSource(Source):
     def session(self, port: serial.Serial) -> None:
         """Poll round after round until every sensor is silent too long, the line fails or stop."""
         port.timeout = min(0.02, self.config.reply_timeout_s)
-        # The line's end-of-frame silence (3.5 characters, at least 2 ms: firmware-notes/apc.md)
-        # ends a read, so an answer is read whole in one wake-up.
-        port.inter_byte_timeout = max(MIN_GAP_MS / 1000, 3.5 * char_ms(self.config.baudrate) / 1000)
         self.last_data_mono = None
         opened = time.monotonic()
         while not self.stop.is_set():

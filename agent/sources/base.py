@@ -210,13 +210,18 @@ class Source:
         a device's clock sets the agent's time."""
         state = self.state_for(records)
         if records and self.clocked and self.live:
-            self.clock.observe(records[-1]["ts"], self.name)
+            self.observe_clock(records)
         if state is not None and self.state is not None:
             self.records += len(records)
             self.state.save(self.name, records, state)
         elif records:
             self.records += len(records)
             self.sink(self.name, records)
+
+    def observe_clock(self, records: list[Record]) -> None:
+        """A clocked device's records tell the time keeper what time it is now (the registrador
+        overrides it: a frame downloaded from its memory is not the time now)."""
+        self.clock.observe(records[-1]["ts"], self.name)
 
     def state_for(self, records: list[Record]) -> str | None:
         """The one hook of :meth:`deliver`: note a batch about to be committed (maybe empty) and

@@ -15,12 +15,37 @@ from agent.sources.base import Source
 #: The gap in the bytes that ends a read (seconds): ~50 characters at 9600 baud.
 INTER_BYTE_S = 0.005
 #: The most bytes one read returns. A burst of a real device (a registrador frame, a second of
-#: NMEA sentences) is smaller, so at real rates a read still ends at the gap after the burst; on
-#: a line that never falls silent (a backlog, a simulator at a time scale) it bounds how stale
+#: NMEA sentences) is smaller, so at real rates a read ends at the gap after the burst; on a
+#: line that never falls silent (a backlog, a simulator at a time scale) it bounds how stale
 #: the latest device time is when a clockless device (the doors) is stamped from it: 512 bytes
-#: are 44 ms at 115200 baud. With 4096, reads of a continuous stream lasted the whole read
-#: timeout (0.5 s), and at the demo's 112x that put door records 56 s of device time early.
+#: are 44 ms at 115200 baud.
 READ_MAX = 512
+
+
+def read_burst(port: serial.Serial) -> bytes:
+    """One burst of bytes: waits (up to the port's read timeout) for the first byte, then takes
+    what follows until a gap of ``INTER_BYTE_S`` or ``READ_MAX`` bytes.
+
+    Hand-rolled because pyserial cannot end a read at a short gap on POSIX: its read loops on
+    select until ``size`` bytes or the whole timeout, and ``inter_byte_timeout`` only sets
+    VTIME, in tenths of a second (5 ms rounds to 0, no effect). ``read(512)`` therefore waited
+    the full 0.5 s for the last bytes of every burst shorter than 512: a history end sat half a
+    second before the next request went out, and records of clockless devices were stamped
+    from a device time up to 0.5 s stale.
+    """
+    first = port.read(1)
+    if not first:
+        return first
+    data = bytearray(first)
+    while len(data) < READ_MAX:
+        waiting = port.in_waiting
+        if not waiting:
+            time.sleep(INTER_BYTE_S)  # a gap this short is inside a burst; longer ends it
+            waiting = port.in_waiting
+            if not waiting:
+                break
+        data += port.read(min(waiting, READ_MAX - len(data)))
+    return bytes(data)
 
 
 class StreamSource(Source):
@@ -35,9 +60,8 @@ class StreamSource(Source):
         opened = time.monotonic()
         # A burst (a frame, a few NMEA sentences) is read whole: the read returns after a short
         # gap in the bytes rather than at the first byte — one wake-up per burst on the Pi.
-        port.inter_byte_timeout = INTER_BYTE_S
         while not self.stop.is_set():
-            data = port.read(READ_MAX)
+            data = read_burst(port)
             if data:
                 self.tee(data)
                 self.data_arrived()

@@ -167,11 +167,20 @@ class ApcDecoder:
         if self._buf:
             self._drop(bytes(self._buf))
             self._buf.clear()
+        return self.report_pending()
+
+    def report_pending(self) -> list[Record]:
+        """``door`` records (door state unchanged) for the passengers counted and not yet
+        reported — e.g. held while no time was known — stamped with the time given last."""
         out: list[Record] = []
         for address, door in sorted(self._doors.items()):
             if door.boarded or door.alighted:
                 self._door_record(address, door, b"", out)
         return out
+
+    def pending_passengers(self) -> int:
+        """Passengers counted and not yet in a record (all doors)."""
+        return sum(door.boarded + door.alighted for door in self._doors.values())
 
     def _drop(self, chunk: bytes) -> None:
         self.stats.bytes_dropped += len(chunk)
@@ -200,9 +209,14 @@ class ApcDecoder:
     def _counts(self, address: int, now: DoorCounts, raw: bytes, out: list[Record]) -> None:
         door = self._doors.get(address)
         if door is None:
-            # First answer seen from this sensor: a baseline only (its earlier counts are
-            # unknown, and counting them could count passengers twice after a restart).
+            # First answer seen from this sensor: a baseline (its earlier counts are unknown,
+            # and counting them could count passengers twice after a restart) — unless its
+            # counter-reset flag is still up: then no master has acknowledged its counts since
+            # they started from 0, so every one of them is a passenger no record holds yet
+            # (a bus whose reader starts after the first passengers board loses none).
             door = self._doors[address] = _Door(now)
+            if now.counter_reset:
+                door.boarded, door.alighted = now.entered, now.exited
             self._conditions(address, door, now, raw, out)
             return
         before = door.last
@@ -219,7 +233,10 @@ class ApcDecoder:
         door.boarded += boarded
         door.alighted += alighted
         door.last = now
-        if now.open != before.open:
+        if now.open != before.open or (not now.open and (boarded or alighted)):
+            # A state change; or passengers counted with the door closed before and after: a
+            # whole stop fell between two polls (a slow poll, a simulator at a high time
+            # scale), and its passengers go out now rather than wait for the next stop.
             self._door_record(address, door, raw, out)
         self._conditions(address, door, now, raw, out)
 

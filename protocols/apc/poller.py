@@ -57,6 +57,7 @@ class Poller:
         self._next = (self._next + 1) % len(self.addresses)
         return encode_request(address, READ_COUNTS)
 
-    def feed(self, data: bytes, ts_ms: int) -> list[Record]:
-        """Bytes seen on the bus (our request, the answer) at ``ts_ms`` → records."""
+    def feed(self, data: bytes, ts_ms: int | None) -> list[Record]:
+        """Bytes seen on the bus (our request, the answer) at ``ts_ms`` → records (``None``: no
+        time known yet; records are held, their passengers kept for the next one)."""
         return self.decoder.feed(data, ts_ms)

@@ -152,3 +152,44 @@ def test_retention_deletes_only_old_uploaded_records_and_seq_goes_on(tmp_path: P
     assert buf.last_seq() == 10
     assert buf.add([("reg", speed(11))]) == [11]  # never reused, even with the newest gone
     buf.close()
+
+
+def test_frames_evicted_or_expired_are_still_known_and_never_captured_again(
+    tmp_path: Path,
+) -> None:
+    # Issue 11: frames 1–5 and 8–9 captured, uploaded, evicted. Asked again (a catch-up after a
+    # full buffer), none of them may take a new seq; frames 6–7, never captured, may.
+    buf = Buffer(tmp_path / "b.sqlite")
+    frames = {n: speed(n, device_seq=n) for n in range(1, 11)}
+    assert buf.add([("reg", frames[n]) for n in (1, 2, 3, 4, 5, 8, 9)]) == list(range(1, 8))
+    assert buf.captured_runs("reg", 1, 10) == [(1, 5), (8, 9)]
+    assert buf.captured_runs("reg", 4, 8) == [(4, 5), (8, 8)]  # clipped to the range asked
+    buf.mark([(1, 7)], [])
+    assert buf.evict_oldest(100) == 7
+    assert buf.add([("reg", frames[n]) for n in range(1, 11)]) == [8, 9, 10]  # 6, 7, 10
+    assert [json.loads(b)["device_seq"] for _, b in buf.pending(0, 10)] == [6, 7, 10]
+    assert buf.captured_runs("reg", 1, 10) == [(1, 10)]  # the runs merged
+    # A replaced registrador numbering from 1 again, with later times: new frames.
+    assert buf.add([("reg", speed(500, device_seq=3))]) == [11]
+    buf.close()
+
+
+def test_the_migration_fills_the_runs_from_the_records_there(tmp_path: Path) -> None:
+    # A buffer made before the captured_frames table: its frames 1-3, 7 (and a record without
+    # a frame number) become runs 1-3 and 7, with the device times they span.
+    path = tmp_path / "b.sqlite"
+    buf = Buffer(path)
+    buf.add([("reg", speed(n, device_seq=n)) for n in (1, 2, 3, 7)] + [("gps", speed(20))])
+    buf.conn.execute("DROP TABLE captured_frames")
+    buf.conn.execute("DELETE FROM migrations WHERE name = '0005-captured-frames'")
+    buf.close()
+    buf = Buffer(path)
+    rows = buf.conn.execute(
+        "SELECT source, first, last, first_ms, last_ms FROM captured_frames ORDER BY first"
+    ).fetchall()
+    assert rows == [
+        ("reg", 1, 3, ts_to_ms(speed(1)["ts"]), ts_to_ms(speed(3)["ts"])),
+        ("reg", 7, 7, ts_to_ms(speed(7)["ts"]), ts_to_ms(speed(7)["ts"])),
+    ]
+    assert buf.add([("reg", speed(2, device_seq=2))]) == []
+    buf.close()

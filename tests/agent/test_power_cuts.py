@@ -32,8 +32,9 @@ NOISE = ("--garbage", "0.01")
 
 
 def door_truth(sent_log: Path) -> dict[int, tuple[int, int]]:
-    """Per sensor address: (boarded, alighted) between its first and last intact answer — what
-    an agent that polled all along can count (the simulator's counters are cumulative)."""
+    """Per sensor address: (boarded, alighted) between its first intact answer (0 if its
+    counter-reset flag was up) and its last — what an agent that polled all along can count (the
+    simulator's counters are cumulative)."""
     first: dict[int, tuple[int, int]] = {}
     last: dict[int, tuple[int, int]] = {}
     for line in sent_log.read_text().splitlines():
@@ -44,7 +45,10 @@ def door_truth(sent_log: Path) -> dict[int, tuple[int, int]]:
         if frame is None or len(frame.data) != 6:
             continue  # an ACK_RESET answer
         counts = parse_counts(frame.data)
-        first.setdefault(frame.address, (counts.entered, counts.exited))
+        # apc.md "The first answer": with the counter-reset flag up (heads power up so) the
+        # counters count from 0, every one of them a passenger
+        start = (0, 0) if counts.counter_reset else (counts.entered, counts.exited)
+        first.setdefault(frame.address, start)
         last[frame.address] = (counts.entered, counts.exited)
     return {a: (last[a][0] - first[a][0], last[a][1] - first[a][1]) for a in first}
 

@@ -183,7 +183,9 @@ def test_doors_open_when_the_line_goes_and_the_agent_stops_are_reported(
         "doors", "apc", sensor.port.path, poll_interval_s=0.05, reply_timeout_s=0.2,
         counters=[{"address": 1, "door": 7}],
     )
-    source = make_source(cfg, VEHICLE, sink, TimeKeeper(), stop)
+    clock = TimeKeeper()
+    clock.observe(ms_to_ts(T0_MS), "reg")  # door records wait for a device time
+    source = make_source(cfg, VEHICLE, sink, clock, stop)
     source.start()
     try:
         assert wait_until(lambda: sensor.unanswered >= 1)

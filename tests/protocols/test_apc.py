@@ -129,9 +129,35 @@ def test_second_reset_while_the_flag_is_latched_is_caught_by_resets() -> None:
     closed = encode_counts(5, DoorCounts(False, 3, 1, counter_reset=True, resets=2))
     out, decoder = decode((T0, first), (T0 + 1000, opened), (T0 + 2000, again), (T0 + 3000, closed))
     doors = [(r["open"], r["boarded"], r["alighted"]) for r in out if r["kind"] == "door"]
-    assert doors == [(True, 4, 1), (False, 2 + 1, 1 + 0)]
+    # apc.md: a first answer with the flag up counts from 0 (10 in, 8 out since the reset)
+    assert doors == [(True, 10 + 4, 8 + 1), (False, 2 + 1, 1 + 0)]
     assert [r["status"] for r in out if r["kind"] == "device"] == ["counter_reset"]
     assert decoder.pending_acks() == [5]
+
+
+def test_a_first_answer_with_the_flag_up_counts_from_zero() -> None:
+    # apc.md "The first answer": flag down → a baseline only; flag up (never acknowledged
+    # since the head started counting from 0) → its counts are passengers.
+    acked = encode_counts(1, DoorCounts(False, 30, 20))
+    fresh = encode_counts(2, DoorCounts(False, 7, 3, counter_reset=True))
+    decoder = ApcDecoder("ABC1D23")
+    assert decoder.feed(acked + fresh, T0) == []
+    assert decoder.pending_passengers() == 7 + 3
+    out = decoder.feed(encode_counts(2, DoorCounts(True, 9, 3, counter_reset=True)), T0 + 1000)
+    assert [(r["door"], r["open"], r["boarded"], r["alighted"]) for r in out] == [
+        (2, True, 7 + 2, 3)]
+
+
+def test_a_stop_between_two_polls_is_reported_at_the_second() -> None:
+    # Closed at both polls, 5 in and 4 out meanwhile: a door record closed with them, not
+    # held until the next stop; no record for a closed door that counted nobody.
+    base = encode_counts(1, DoorCounts(False, 100, 50))
+    after = encode_counts(1, DoorCounts(False, 105, 54))
+    out, _ = decode((T0, base), (T0 + 1000, after), (T0 + 2000, after))
+    assert [fields(r) for r in out] == [
+        {"ts": "2026-03-02T14:23:06.000Z", "kind": "door", "door": 1, "open": False,
+         "boarded": 5, "alighted": 4},
+    ]
 
 
 def test_door_numbers_are_configured_per_address() -> None:

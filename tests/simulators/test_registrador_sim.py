@@ -209,3 +209,42 @@ def test_simulator_to_decoder_over_a_pty_with_garbage_and_history(tmp_path: Path
     groups = seqs(live + later)
     assert set(range(first_live, last_live + 1)) <= set(groups)
     assert len(groups) == len(set(groups))
+
+
+def test_history_option_starts_with_frames_in_memory(tmp_path: Path) -> None:
+    # --history 30 at 1 Hz, a parked bus (status frames only): frames 1-30 (device seconds
+    # -30 … -1) are in memory at start and answered by history, never sent live; the first
+    # live frame is 31.
+    sent = tmp_path / "sent.jsonl"
+    with subprocess.Popen(
+        [sys.executable, "-m", "frota", "sim", "registrador", "--baud", "0", "--history", "30", "--idle",
+         "--start", "2026-03-02T14:00:00Z", "--time-scale", "10", "--sent-log", str(sent)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=PROJECT,
+    ) as proc:
+        assert proc.stdout is not None
+        path = proc.stdout.readline().strip()
+        decoder = RegistradorDecoder("SIM")
+        records = []
+        try:
+            with serial.Serial(path, 115200, timeout=0.2) as port:
+                port.write(encode_history_request(1, 30, request_id=9))
+                deadline = time.monotonic() + 10
+                while not decoder.history_ends and time.monotonic() < deadline:
+                    records += decoder.feed(port.read(4096))
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    (end,) = decoder.history_ends
+    assert (end.first, end.last, end.sent, end.oldest) == (1, 30, 30, 1)
+    speeds = {r["device_seq"]: r["ts"] for r in records if r["kind"] == "speed"}
+    assert set(range(1, 31)) <= set(speeds)
+    assert speeds[1] == "2026-03-02T13:59:30.000Z"
+    live = [json.loads(line)["label"] for line in sent.read_text().splitlines()]
+    assert min(label for label in live if isinstance(label, int)) == 31
+
+
+def test_history_longer_than_the_memory_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sim", "registrador", "--history", "100001"]) == 1
+    assert capsys.readouterr().err.strip() == (
+        "frota sim: error: --history must be 0-100000 seconds at --rate 1 (a memory of "
+        "100,000 frames), not 100001")
