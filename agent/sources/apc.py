@@ -105,9 +105,11 @@ class ApcSource(Source):
         """Send one request, read its answer until a frame completes or the reply times out."""
         port.reset_input_buffer()
         port.write(request)
-        self.tee(request, self.clock.now_ms()[0])  # a capture holds the polls too
         records = self._held_records()
-        records += self.poller.feed(request, self._now_ms())
+        now = self._now_ms()
+        # a capture holds the polls too, with the time the decoder is given
+        self.tee(request, self.clock.now_ms()[0] if now is None else now)
+        records += self.poller.feed(request, now)
         frames = self.decoder.stats.frames
         deadline = time.monotonic() + self.config.reply_timeout_s
         answered = False
@@ -116,8 +118,9 @@ class ApcSource(Source):
             if not data:
                 continue
             answered = True
-            self.tee(data, self.clock.now_ms()[0])
-            records += self.poller.feed(data, self._now_ms())
+            now = self._now_ms()
+            self.tee(data, self.clock.now_ms()[0] if now is None else now)
+            records += self.poller.feed(data, now)
             if self.decoder.stats.frames > frames:
                 break
         self.deliver(records)

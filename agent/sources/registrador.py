@@ -47,14 +47,15 @@ MERGE_GAP = 13
 #: A request whose answer has been quiet this long after its expected length (no frame of it
 #: arriving) has lost its end to noise, or was never heard: its missing frames are asked again.
 QUIET_S = 0.25
-#: A range whose last ask brought none of its frames waits before it is asked again, doubling
-#: from BACKOFF_MIN_S up to BACKOFF_MAX_S: it is asked until the registrador says the frames
-#: have left its memory (~27 hours), never given up after a number of tries.
+#: A range whose asks get no answer at all (no frame of it, no history end: a registrador that
+#: does not hear or answer requests) waits before it is asked again, doubling from
+#: BACKOFF_MIN_S up to BACKOFF_MAX_S: it is asked until the registrador says the frames have
+#: left its memory (~27 hours), never given up after a number of tries.
 BACKOFF_MIN_S = 0.5
-BACKOFF_MAX_S = 60.0
-#: Asks in a row without any frame before backing off: at a bit-error rate of 1e-3 a frame is
-#: broken in 38 % of its copies, so a one-frame request fails two times in a row in one of
-#: seven; that is noise, not a registrador that stopped answering.
+BACKOFF_MAX_S = 15.0
+#: Unanswered asks in a row before backing off: at a bit-error rate of 1e-3 a one-frame answer
+#: and its end are both broken in about one ask of ten; that is noise, not a registrador that
+#: stopped answering.
 BACKOFF_AFTER = 3
 #: The read timeout while a request is in flight (seconds): the quiet that ends an answer whose
 #: end was lost is noticed this soon (the line's usual 0.5 s would add up to half a second).
@@ -81,6 +82,7 @@ class _Request:
     fails: int
     progress_at: float = 0.0  # when a frame of it not held before last arrived (0: none yet)
     have: int = 0  # frames of its range held
+    answered: bool = False  # a frame of its range or its history end arrived
 
 
 def merge_ranges(ranges: list[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
@@ -222,10 +224,13 @@ class RegistradorSource(StreamSource):
             req = self._request
             if req is not None or self._wanted:
                 for seq in seqs:
+                    ours = req is not None and req.first <= seq <= req.last
+                    if ours and req is not None:
+                        req.answered = True
                     if seq in self._have:
                         continue
                     self._have.add(seq)
-                    if req is not None and req.first <= seq <= req.last:
+                    if ours and req is not None:
                         req.have += 1
                         req.progress_at = time.monotonic()
         floor = self.floor()
@@ -297,11 +302,10 @@ class RegistradorSource(StreamSource):
         """Frames of a request that never arrived whole (noise broke them, the end was lost, the
         request was not heard): asked again, in ranges — at once if some of its frames came,
         else after a backoff. Never given up: only the registrador's memory ends the asking."""
-        progress = req.progress_at > 0
         ranges = self._missing(req, start)
         if not ranges:
             return
-        fails = 0 if progress else req.fails + 1
+        fails = 0 if req.answered else req.fails + 1
         not_before = 0.0
         if fails >= BACKOFF_AFTER:
             backoff = BACKOFF_MIN_S * 2 ** (fails - BACKOFF_AFTER)
@@ -353,6 +357,7 @@ class RegistradorSource(StreamSource):
             done = next((e for e in ends if e.request_id == req.request_id), None)
             ends.clear()
             if done is not None:
+                req.answered = True
                 log.debug("%s: request %d answered: %d of %d-%d held", self.name, req.request_id,
                           req.have, req.first, req.last)
                 if done.oldest > req.first:

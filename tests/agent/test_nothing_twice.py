@@ -85,7 +85,7 @@ def test_a_noisy_line_loses_no_frame_the_registrador_holds(
         assert first_live == 601  # frames 1-600 were made before the line existed
         time.sleep(5)  # live frames, many broken by the noise
         until = max(reg.frames())
-        wait_frames(collector.db, set(range(1, until + 1)), agent, timeout=120)
+        wait_frames(collector.db, set(range(1, until + 1)), agent, timeout=180)
         agent.wait_backlog_zero(timeout=45)
         assert agent.stop() == 0, agent.log.read_text()[-3000:]
     finally:
@@ -125,7 +125,7 @@ def test_a_full_buffer_and_kills_capture_no_frame_twice(
             agent.kill()
             agent.start()
         until = max(reg.frames())
-        wait_frames(collector.db, set(range(1, until + 1)), agent, timeout=90)
+        wait_frames(collector.db, set(range(1, until + 1)), agent, timeout=180)
         agent.wait_backlog_zero(timeout=45)
         assert agent.stop() == 0, agent.log.read_text()[-3000:]
     finally:
