@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import signal
 import sqlite3
@@ -141,18 +142,13 @@ def main() -> None:
                 kills += 1
                 if i in outages:  # the broker, then the collector, in turns
                     if broker_kills <= collector_kills:
-                        assert broker.proc is not None
-                        broker.proc.kill()
-                        broker.proc.wait()
-                        broker.proc = None
+                        os.kill(broker.pid, signal.SIGKILL)
+                        broker.stop()  # reaps it
                         time.sleep(rng.uniform(0.5, 3.0))
                         broker.start()
                         broker_kills += 1
                     else:
-                        assert collector.proc is not None
-                        collector.proc.kill()
-                        collector.proc.wait()
-                        collector.proc = None
+                        collector.stop(signal.SIGKILL)
                         time.sleep(rng.uniform(0.5, 3.0))
                         collector.start()
                         collector_kills += 1
