@@ -1,0 +1,218 @@
+"""The digital disc at rest: one vehicle-day of stored records as one compact blob (issue 15 item
+6, the codec; docs/collector.md, "The digital disc at rest").
+
+:func:`encode_day` takes a day's records as the store keeps them (their JSON texts) and
+:func:`decode_day` gives back exactly those texts, byte for byte, in the same order. In between:
+
+- each record is split by its *shape* (its keys in order) into columns, one per key;
+- integer columns and ``ts`` (as ms) are stored as deltas of deltas in 64-bit words (a 1 Hz
+  clock, a seq that counts by one, an odometer that grows steadily become runs of zeros);
+- float columns whose values are exact in thousandths are stored the same way, scaled by 1000;
+- ``prev`` is dropped wherever it is the chain hash of the same agent's record before it in the
+  same day (computed again on decode, so the chain is preserved by construction);
+- ``raw`` (hex) is kept as bytes; other strings through a dictionary; anything else as JSON;
+- a record whose text is not what its parsed form writes back is kept verbatim;
+- the whole is compressed with zstd.
+
+Hand-rolled because no library packs JSON records column by column with these encodings; zstd
+(zstandard) does the entropy coding. Not yet wired into the store's readers (see the report in
+docs/collector.md): this module is the codec and its measurement (``python -m bench.disc``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any, Final
+
+import orjson
+import zstandard
+
+from protocols.chain import try_hash
+from protocols.records import RecordError, ms_to_ts, ts_to_ms
+
+#: Format version of a blob (its first byte).
+VERSION: Final = 1
+LEVEL: Final = 19
+_I64: Final = "q"
+
+
+def _dod(values: Sequence[int]) -> bytes:
+    """Deltas of deltas as little-endian int64 words."""
+    out = array(_I64)
+    prev, prev_delta = 0, 0
+    for value in values:
+        delta = value - prev
+        out.append(delta - prev_delta)
+        prev, prev_delta = value, delta
+    return out.tobytes()
+
+
+def _undod(data: bytes) -> list[int]:
+    words = array(_I64)
+    words.frombytes(data)
+    out: list[int] = []
+    prev, prev_delta = 0, 0
+    for dd in words:
+        prev_delta += dd
+        prev += prev_delta
+        out.append(prev)
+    return out
+
+
+def _int_ok(value: Any) -> bool:
+    return type(value) is int and -(1 << 62) < value < (1 << 62)
+
+
+def _thousandths(value: Any) -> int | None:
+    if type(value) is not float or not -1e12 < value < 1e12:
+        return None
+    scaled = round(value * 1000)
+    return scaled if scaled / 1000 == value else None
+
+
+def _ts_ms(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        ms = ts_to_ms(value)
+    except (RecordError, ValueError):
+        return None
+    return ms if ms_to_ts(ms) == value else None
+
+
+def _column(name: str, values: list[Any]) -> tuple[str, bytes]:
+    """The best encoding of one column: (kind, bytes)."""
+    if all(_int_ok(v) for v in values):
+        return "int", _dod(values)
+    if name == "ts":
+        stamps = [_ts_ms(v) for v in values]
+        if all(s is not None for s in stamps):
+            return "ts", _dod([s for s in stamps if s is not None])
+    scaled = [_thousandths(v) for v in values]
+    if all(s is not None for s in scaled):
+        return "f3", _dod([s for s in scaled if s is not None])
+    if name == "raw" and all(isinstance(v, str) and len(v) % 2 == 0 for v in values):
+        try:
+            chunks = [bytes.fromhex(v) for v in values]
+        except ValueError:
+            chunks = []
+        if chunks and all(c.hex() == v for c, v in zip(chunks, values, strict=True)):
+            return "hex", _dod([len(c) for c in chunks]) + b"".join(chunks)
+    if all(isinstance(v, str) for v in values):
+        words: dict[str, int] = {}
+        index = [words.setdefault(v, len(words)) for v in values]
+        return "dict", orjson.dumps(list(words)) + b"\n" + _dod(index)
+    return "json", orjson.dumps(values)
+
+
+def _uncolumn(kind: str, data: bytes, count: int) -> list[Any]:
+    if kind == "int":
+        return list(_undod(data))
+    if kind == "ts":
+        return [ms_to_ts(ms) for ms in _undod(data)]
+    if kind == "f3":
+        return [ms / 1000 for ms in _undod(data)]
+    if kind == "hex":
+        lengths = _undod(data[: 8 * count])
+        out, at = [], 8 * count
+        for length in lengths:
+            out.append(data[at:at + length].hex())
+            at += length
+        return out
+    if kind == "dict":
+        head, _, body = data.partition(b"\n")
+        words = orjson.loads(head)
+        return [words[i] for i in _undod(body)]
+    values: list[Any] = orjson.loads(data)
+    return values
+
+
+def encode_day(texts: Sequence[str]) -> bytes:
+    """One vehicle-day's record texts → a blob (see the module docstring)."""
+    records: list[dict[str, Any] | None] = []
+    for text in texts:
+        rec = orjson.loads(text)
+        same = isinstance(rec, dict) and orjson.dumps(rec).decode() == text
+        records.append(rec if same else None)
+    hashes = {(r.get("agent"), r.get("seq")): try_hash(r) for r in records if r is not None}
+    shapes: dict[tuple[str, ...], int] = {}
+    shape_of: list[int] = []
+    columns: dict[str, list[Any]] = {}
+    chained: list[int] = []
+    verbatim: list[str] = []
+    for i, rec in enumerate(records):
+        if rec is None:
+            shape_of.append(-1)
+            verbatim.append(texts[i])
+            continue
+        prev = rec.get("prev")
+        linked = prev is not None and prev == hashes.get((rec.get("agent"), _minus1(rec)))
+        keys = tuple(k if not (k == "prev" and linked) else "\x00prev" for k in rec)
+        shape_of.append(shapes.setdefault(keys, len(shapes)))
+        chained.append(int(linked))
+        for key, value in rec.items():
+            if key == "prev" and linked:
+                continue
+            columns.setdefault(key, []).append(value)
+    encoded = {name: _column(name, values) for name, values in columns.items()}
+    head = {"n": len(texts), "shapes": [list(s) for s in shapes], "verbatim": verbatim,
+            "columns": [[name, kind, len(columns[name]), len(data)]
+                        for name, (kind, data) in encoded.items()]}
+    body = b"".join([_dod(shape_of)] + [data for _, data in encoded.values()])
+    head_bytes = orjson.dumps(head)
+    plain = len(head_bytes).to_bytes(4, "little") + head_bytes + body
+    return bytes([VERSION]) + zstandard.ZstdCompressor(level=LEVEL).compress(plain)
+
+
+def _minus1(rec: dict[str, Any]) -> int | None:
+    seq = rec.get("seq")
+    return seq - 1 if type(seq) is int else None
+
+
+def decode_day(blob: bytes) -> list[str]:
+    """A blob → the record texts it was made from, byte for byte, in order."""
+    if not blob or blob[0] != VERSION:
+        raise ValueError("not a frota disc blob of version 1")
+    plain = zstandard.ZstdDecompressor().decompress(blob[1:])
+    size = int.from_bytes(plain[:4], "little")
+    head = orjson.loads(plain[4:4 + size])
+    at = 4 + size
+    count = int(head["n"])
+    shape_of = _undod(plain[at:at + 8 * count])
+    at += 8 * count
+    columns: dict[str, list[Any]] = {}
+    for name, kind, length, nbytes in head["columns"]:
+        columns[name] = _uncolumn(kind, plain[at:at + nbytes], length)
+        at += nbytes
+    cursor = dict.fromkeys(columns, 0)
+    shapes = [tuple(s) for s in head["shapes"]]
+    verbatim = iter(head["verbatim"])
+    built: list[dict[str, Any] | str] = []
+    for shape in shape_of:
+        if shape < 0:
+            built.append(next(verbatim))
+            continue
+        rec: dict[str, Any] = {}
+        for key in shapes[shape]:
+            if key == "\x00prev":
+                rec["prev"] = None  # filled below, in chain order
+                continue
+            rec[key] = columns[key][cursor[key]]
+            cursor[key] += 1
+        built.append(rec)
+    _fill_prev(built, shapes, shape_of)
+    return [item if isinstance(item, str) else orjson.dumps(item).decode() for item in built]
+
+
+def _fill_prev(built: list[dict[str, Any] | str], shapes: list[tuple[str, ...]],
+               shape_of: list[int]) -> None:
+    """Each dropped ``prev`` is the hash of the same agent's record before it (by seq), whose
+    own ``prev`` is filled first."""
+    by_key = {(r.get("agent"), r.get("seq")): r for r in built if isinstance(r, dict)}
+    todo = sorted((r for i, r in enumerate(built) if isinstance(r, dict) and shape_of[i] >= 0
+                   and "\x00prev" in shapes[shape_of[i]]),
+                  key=lambda r: (str(r.get("agent")), int(r.get("seq") or 0)))
+    for rec in todo:
+        before = by_key[(rec.get("agent"), _minus1(rec))]
+        rec["prev"] = try_hash(before)
