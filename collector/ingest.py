@@ -81,6 +81,8 @@ class IngestState:
     #: Messages on the topics of vehicles neither in the registry nor in the store: counted,
     #: not kept per vehicle (anyone may publish on any topic; memory stays bounded).
     unknown_vehicle_messages: int = 0
+    #: Status payloads that could not be read (logged and dropped).
+    unreadable_status: int = 0
 
     def vehicle(self, vehicle: str) -> VehicleLive:
         """The entry of ``vehicle``, created empty if new (call with ``lock`` held)."""
@@ -292,9 +294,11 @@ class Ingest:
             obj = json.loads(payload)
             status = obj["status"]
         except (ValueError, TypeError, KeyError, RecursionError):
-            log.warning("%s: unreadable status payload", topic)
-            return
+            status = None
         if not isinstance(status, str):
+            log.warning("%s: unreadable status payload dropped", topic)
+            with self.state.lock:
+                self.state.unreadable_status += 1
             return
         live = self._live(vehicle)
         with self.state.lock:
@@ -436,6 +440,7 @@ class Ingest:
                 },
                 "rejects": self.state.rejects_total,
                 "unknown_vehicle_messages": self.state.unknown_vehicle_messages,
+                "unreadable_status_payloads": self.state.unreadable_status,
             }
         tally = self.store.rejects_tally
         out["rejects_payloads_dropped"] = tally.dropped

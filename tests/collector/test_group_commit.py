@@ -75,7 +75,10 @@ def test_vehicles_it_does_not_know_are_counted_not_kept(store: Store) -> None:
         ingest.handle(f"frota/v1/GHOST{n}/up", b"garbage")
         ingest.handle_status(f"frota/v1/GHOST{n}/status", b'{"status":"online"}')
     ingest.handle_status(f"frota/v1/{V1}/status", b'{"status":"online"}')
+    for garbage in (b"\xff", b"[]", b'{"status": 7}', b"[" * 100_000):
+        ingest.handle_status(f"frota/v1/{V1}/status", garbage)
     health = ingest.health(300)
+    assert health["unreadable_status_payloads"] == 4
     assert set(health["vehicles"]) == {V1}
     assert health["unknown_vehicle_messages"] == 1000
     assert health["rejects"] == 500
