@@ -208,12 +208,19 @@ def _check_frames(store: Store, vehicle: str, report: Report) -> None:
         "SELECT device_seq, min(ts_ms) FROM records WHERE vehicle = ? AND device_seq IS NOT NULL "
         "GROUP BY device_seq ORDER BY min(ts_ms), device_seq", (vehicle,)
     )
+    # A prune (collector/retention.py) deletes frames up to its first instant kept; a frame gap
+    # across such an instant is records pruned by law, not missing (a legal hold can keep an
+    # older stretch, leaving the gap between it and the frames kept).
+    pruned_at = sorted(int(r[0]) for r in store._read(
+        "SELECT DISTINCT before_ms FROM prunes WHERE vehicle = ?", (vehicle,)))
     previous: int | None = None
+    previous_ms = 0
     for device_seq, ts_ms in frames:
         number = int(device_seq)
-        if previous is not None and number > previous + 1:
+        across_prune = any(previous_ms < at <= int(ts_ms) for at in pruned_at)
+        if previous is not None and number > previous + 1 and not across_prune:
             first, last = previous + 1, number - 1
             what = f"frame {first}" if first == last else f"frames {first}-{last}"
             report.problems.append(Problem(vehicle, "registrador", first, "missing",
                                            f"registrador {what} not in the store", int(ts_ms)))
-        previous = number
+        previous, previous_ms = number, int(ts_ms)

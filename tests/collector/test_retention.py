@@ -257,3 +257,23 @@ def test_one_prune_at_a_time_on_a_shared_store(store: Store, store_url: str,
     daily.stop()
     assert runs == [1]
     assert _seqs(store, SP_BUS) == [5, 6, 7]
+
+
+def test_frames_pruned_around_a_hold_are_not_missing_for_verify(
+        store_url: str, fleet: registry.Registry) -> None:
+    from collector.chaincheck import check_store
+
+    opened = open_store(store_url)
+    try:
+        # frames 1-7 = seq 1-7 at SP_RECORDS' times; a hold keeps frame 3 (2025-11-30T15:00Z)
+        opened.put([record_row({**_rec(SP_BUS, s, ts), "device_seq": s}, NOW)
+                    for s, ts, _, _ in SP_RECORDS])
+        holds.add(opened, SP_BUS, ts_to_ms("2025-11-30T00:00:00Z"),
+                  ts_to_ms("2025-12-01T00:00:00Z"), "processo", "ana", NOW)
+        retention.prune(opened, fleet, load_profiles(), None, now_ms=NOW)
+        assert _seqs(opened, SP_BUS) == [3, 5, 6, 7]
+        frames = [p for p in check_store(opened, None, SP_BUS).problems
+                  if p.agent == "registrador"]
+        assert frames == []      # 1-2 before, 4 between the held frame and the kept ones: pruned
+    finally:
+        opened.close()
