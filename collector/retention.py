@@ -208,10 +208,10 @@ def prune_lease(store: Store) -> Iterator[bool]:
 
 
 class DailyPrune:
-    """The collector's prune, once a day (and once soon after start), under the lease."""
+    """The collector's prune, once a day (the first an hour after start), under the lease."""
 
     def __init__(self, run_once: Callable[[], list[VehiclePrune]], store: Store,
-                 every_s: float = 86_400.0, first_after_s: float = 60.0) -> None:
+                 every_s: float = 86_400.0, first_after_s: float = 3_600.0) -> None:
         self.run_once = run_once
         self.store = store
         self.every_s = every_s
