@@ -96,11 +96,12 @@ class StoreSummaries:
         """A vehicle's records other than the ``speed``/``position`` samples (driver, trip, door,
         device, incident, report) with since <= ts < until, in (ts, seq) order: the partial index
         ``idx_records_events`` reads them without touching the samples."""
+        # no ORDER BY: with one the planner walks idx_records_vehicle_ts_ms_seq (it gives the
+        # order) and reads every sample; these few rows are sorted here instead
         rows = self._read(
-            "SELECT record FROM records WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? "
-            "AND kind NOT IN ('speed', 'position') ORDER BY ts_ms, seq, id",
-            (vehicle, since_ms, until_ms))
-        return [str(row[0]) for row in rows]
+            "SELECT ts_ms, seq, id, record FROM records WHERE vehicle = ? AND ts_ms >= ? "
+            "AND ts_ms < ? AND kind NOT IN ('speed', 'position')", (vehicle, since_ms, until_ms))
+        return [str(row[3]) for row in sorted(rows, key=lambda r: (int(r[0]), int(r[1]), int(r[2])))]
 
     def samples(self, vehicle: str, kind: str, since_ms: int, until_ms: int) -> list[str]:
         """A vehicle's records of one ``kind`` with since <= ts < until, in (ts, seq) order."""

@@ -147,28 +147,34 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
     low = [1e9] * n
     moved = [False] * n
     dist_at = [-1.0] * n
-    km = 0.0
-    prev_ms, prev_kmh = None, 0.0
+    km_ms = 0.0                                     # km/h × ms travelled so far
+    moving_ms = 0
+    prev_ms, prev_kmh = -(1 << 62), 0.0
     best, best_at = -1.0, 0
-    for ms, kmh in speeds:
-        i = min(n - 1, (ms - day.lo_ms) // MINUTE_MS)
-        if prev_ms is not None:
-            dt = ms - prev_ms
-            if 0 < dt <= GAP_MS:
-                km += prev_kmh * dt / 3_600_000
-                if prev_kmh >= stop_kmh:
-                    out.moving_ms += dt
-        top[i] = max(top[i], kmh)
-        low[i] = min(low[i], kmh)
+    lo, last = day.lo_ms, n - 1
+    for ms, kmh in speeds:                          # a day at 1 Hz: kept to plain locals
+        i = (ms - lo) // MINUTE_MS
+        if i > last:
+            i = last
+        dt = ms - prev_ms
+        if 0 < dt <= GAP_MS:
+            km_ms += prev_kmh * dt
+            if prev_kmh >= stop_kmh:
+                moving_ms += dt
+        if kmh > top[i]:
+            top[i] = kmh
+        if kmh < low[i]:
+            low[i] = kmh
         if kmh >= stop_kmh:
             moved[i] = True
-        dist_at[i] = km
+        dist_at[i] = km_ms
         if kmh > best:
             best, best_at = kmh, ms
         prev_ms, prev_kmh = ms, kmh
+    out.moving_ms = moving_ms
     out.minutes = [None if top[i] < 0 else (top[i], low[i], moved[i]) for i in range(n)]
-    out.distance = [(day.lo_ms + i * MINUTE_MS, d) for i, d in enumerate(dist_at) if d >= 0]
-    out.distance_km = km
+    out.distance = [(lo + i * MINUTE_MS, d / 3_600_000) for i, d in enumerate(dist_at) if d >= 0]
+    out.distance_km = km_ms / 3_600_000
     if best >= 0:
         out.max_kmh, out.max_at_ms = best, best_at
     for rec in map(orjson.loads, store.events(vehicle, day.lo_ms - 24 * 3_600_000, day.lo_ms)):

@@ -28,6 +28,7 @@ try:  # a dev extra (scripts/bootstrap.sh installs it); without it the tests say
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.chrome.webdriver import WebDriver
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
     HAVE_SELENIUM = True
 except ImportError:  # pragma: no cover
     HAVE_SELENIUM = False
@@ -61,6 +62,8 @@ def logged_in(browser: WebDriver, server: Server) -> WebDriver:
     assert "/entrar" in browser.current_url
     browser.find_element(By.ID, "token").send_keys(server.token("fiscal"))
     browser.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    # the click returns before the next page loads: wait for it (a condition, not a delay)
+    WebDriverWait(browser, 60).until(lambda b: "/entrar" not in b.current_url)
     assert browser.find_element(By.TAG_NAME, "h1").text == "Frota"
     console(browser)                 # drop what the login page logged (checked by page_ok)
     return browser
