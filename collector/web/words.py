@@ -68,6 +68,10 @@ def details(finding: dict[str, Any]) -> str:
     for key, value in (finding.get("details") or {}).items():
         if isinstance(value, (dict, list)):
             continue
+        if isinstance(value, bool):
+            value = "sim" if value else "não"
+        elif value is None:
+            value = "—"
         parts.append(f"{key}: {value}")
     return "; ".join(parts)
 
