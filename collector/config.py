@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from protocols.uplink import MAX_PAYLOAD_BYTES, check_broker_url
+from protocols.uplink import MAX_PAYLOAD_BYTES, check_broker_url, up_subscription
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +51,22 @@ class BrokerConfig(_Strict):
     #: Seconds; the agent's key has the same name (``keepalive`` is read as it, with a warning).
     keepalive_s: Annotated[int, Field(ge=5, le=3600)] = 30
     tls: TLSConfig = TLSConfig()
+    #: Several collectors share ingest: each batch goes to ONE collector of this MQTT 5
+    #: shared-subscription group (``$share/GROUP/frota/v1/+/up``, docs/deployment.md). None
+    #: (the default): this collector reads every batch, as one collector alone does.
+    share_group: str | None = None
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
         return check_broker_url(value)
+
+    @field_validator("share_group")
+    @classmethod
+    def _share_group(cls, value: str | None) -> str | None:
+        if value is not None:
+            up_subscription(value)  # ValueError names what is wrong
+        return value
 
     @property
     def host(self) -> str:

@@ -40,6 +40,7 @@ from protocols.uplink import (
     encode_ack,
     mask_url,
     seq_ranges,
+    up_subscription,
     vehicle_of_topic,
 )
 
@@ -94,8 +95,18 @@ class IngestState:
 
 def mqtt_settings(broker: BrokerConfig) -> MqttSettings:
     """How the collector connects: its broker section, a persistent session, manual PUBACKs
-    (sent only after the commit), no limit on what paho queues while disconnected."""
+    (sent only after the commit), no limit on what paho queues while disconnected.
+
+    A member of a shared-subscription group (``broker.share_group``) speaks MQTT 5 with a CLEAN
+    session instead. Mosquitto 2 keeps the unacknowledged batches of a member that vanished in
+    that member's session and never hands them to another member; with a persistent session it
+    also goes on queueing every other new batch for the dead member until it comes back
+    (measured, docs/deployment.md). A clean session makes the broker drop the dead member at
+    once, so the live ones get every new batch; the batches it held unacknowledged are sent
+    again by their agents after ``uplink.ack_timeout_s`` (acks only after the commit), and the
+    store keeps each record once."""
     tls = broker.tls
+    shared = broker.share_group is not None
     return MqttSettings(
         url=broker.url,
         client_id=broker.client_id,
@@ -103,8 +114,9 @@ def mqtt_settings(broker: BrokerConfig) -> MqttSettings:
         password=broker.secret(),
         tls=TlsFiles(tls.ca_file, tls.cert_file, tls.key_file, tls.insecure),
         keepalive_s=broker.keepalive_s,
-        clean_session=False,
+        clean_session=shared,
         manual_ack=True,
+        mqtt5=shared,
         max_inflight=100,
         max_queued=0,
     )
@@ -129,6 +141,7 @@ class Ingest:
         self.state = IngestState()
         self.client: MqttClient | None = None
         self._broker_url = ""
+        self._up_subscription = UP_SUBSCRIPTION
         self._closing = False
         self._queue: queue.Queue[tuple[str, Prepared | bytes | None, int, int] | None] = (
             queue.Queue(maxsize=QUEUE_DEPTH)
@@ -323,6 +336,7 @@ class Ingest:
         )
         self.client = client
         self._broker_url = mask_url(broker.url)
+        self._up_subscription = up_subscription(broker.share_group)
         self._worker = threading.Thread(target=self._work, name="collector-ingest", daemon=True)
         self._worker.start()
         client.start()
@@ -344,12 +358,14 @@ class Ingest:
         client = self.client
         assert client is not None
         # Subscribe every time: a broker that restarted without persistence forgot the session.
-        client.subscribe([(UP_SUBSCRIPTION, 1), (STATUS_SUBSCRIPTION, 1)])
+        # Statuses are not shared: every collector of a group shows every agent's in /health.
+        client.subscribe([(self._up_subscription, 1), (STATUS_SUBSCRIPTION, 1)])
         with self.state.lock:
             self.state.connected = True
             self.state.connected_ms = now_ms()
             self.state.disconnected_reason = None
-        log.info("connected to the broker %s (session present: %s)", self._broker_url, session_present)
+        log.info("connected to the broker %s (session present: %s), reading %s",
+                 self._broker_url, session_present, self._up_subscription)
 
     def _on_connect_error(self, reason: str, retry_in_s: float) -> None:
         with self.state.lock:

@@ -1,7 +1,7 @@
 """The one MQTT client of the agent and the collector: paho-mqtt set up from :class:`MqttSettings`.
 
 Both sides connect the same way (``firmware-notes/mqtt.md``): MQTT 3.1.1, a fixed client id and
-a persistent session, TLS for ``mqtts://`` with the broker's certificate checked, credentials,
+a persistent session (MQTT 5 for a collector in a shared-subscription group, ``docs/deployment.md``), TLS for ``mqtts://`` with the broker's certificate checked, credentials,
 an optional last will, paho's reconnect backoff (1 s doubling to 30 s). What paho reports in
 several shapes — ``ssl.SSLError``/``OSError``/``ValueError`` from ``tls_set`` and ``connect``, error
 codes from ``publish`` — leaves this module as ONE exception, :class:`MqttError` (aiomqtt's model:
@@ -26,11 +26,17 @@ from urllib.parse import urlsplit
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
 #: paho's reconnect backoff: the first retry after this many seconds, doubling up to the maximum.
 RECONNECT_MIN_S: Final = 1
 RECONNECT_MAX_S: Final = 30
+
+#: MQTT 5 session expiry of a persistent session (the session of MQTT 3.1.1 never expires; the
+#: broker's ``persistent_client_expiration`` may still end it): one week.
+SESSION_EXPIRY_S: Final = 7 * 24 * 3600
 
 #: paho's error log lines that say why a connection was lost (their text follows the prefix).
 _SOCKET_LOG_PREFIXES: Final = ("failed to receive on socket: ", "timeout on socket: ")
@@ -80,6 +86,10 @@ class MqttSettings:
     max_inflight: int = 20
     #: Messages queued while disconnected or beyond ``max_inflight`` (0: no limit).
     max_queued: int = 0
+    #: Speak MQTT 5 instead of 3.1.1 (shared subscriptions, ``$share/GROUP/...``, are MQTT 5's).
+    #: ``clean_session`` then maps to clean start with a session expiry of 0 (True) or of
+    #: :data:`SESSION_EXPIRY_S` (False).
+    mqtt5: bool = False
 
     @property
     def host(self) -> str:
@@ -141,13 +151,21 @@ class MqttClient(mqtt.Client):
         on_lost: OnDisconnect | None = None,
         on_received: OnMessage | None = None,
     ) -> None:
-        super().__init__(
-            CallbackAPIVersion.VERSION2,
-            client_id=settings.client_id,
-            clean_session=settings.clean_session,
-            protocol=MQTTProtocolVersion.MQTTv311,
-            manual_ack=settings.manual_ack,
-        )
+        if settings.mqtt5:  # MQTT 5 has no clean session flag: clean start is given at connect
+            super().__init__(
+                CallbackAPIVersion.VERSION2,
+                client_id=settings.client_id,
+                protocol=MQTTProtocolVersion.MQTTv5,
+                manual_ack=settings.manual_ack,
+            )
+        else:
+            super().__init__(
+                CallbackAPIVersion.VERSION2,
+                client_id=settings.client_id,
+                clean_session=settings.clean_session,
+                protocol=MQTTProtocolVersion.MQTTv311,
+                manual_ack=settings.manual_ack,
+            )
         self.settings = settings
         #: Why the client is not connected (None while connected or before the first attempt).
         self.last_error: str | None = None
@@ -192,7 +210,13 @@ class MqttClient(mqtt.Client):
         """Connect in the background (paho's thread retries with backoff until it succeeds)."""
         settings = self.settings
         try:
-            self.connect_async(settings.host, settings.port, keepalive=settings.keepalive_s)
+            if settings.mqtt5:
+                props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+                props.SessionExpiryInterval = 0 if settings.clean_session else SESSION_EXPIRY_S
+                self.connect_async(settings.host, settings.port, keepalive=settings.keepalive_s,
+                                   clean_start=settings.clean_session, properties=props)
+            else:
+                self.connect_async(settings.host, settings.port, keepalive=settings.keepalive_s)
         except ValueError as err:
             raise MqttError(f"cannot connect to {settings.url}: {err}") from err
         self.loop_start()

@@ -9,6 +9,7 @@ accept, so the agent neither loses nor resends forever.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -30,6 +31,8 @@ MAX_SEQ: Final = (1 << 53) - 1
 TOPIC_ROOT: Final = "frota/v1"
 #: The collector's subscription to every vehicle's batches.
 UP_SUBSCRIPTION: Final = f"{TOPIC_ROOT}/+/up"
+#: A shared-subscription group name (MQTT 5 ``$share/GROUP/...``): no ``/``, ``+``, ``#``.
+SHARE_GROUP_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 #: Largest payload the collector accepts on the wire, and once decompressed.
 MAX_PAYLOAD_BYTES: Final = 1 << 20
 MAX_DECOMPRESSED_BYTES: Final = 16 << 20
@@ -43,6 +46,18 @@ class PayloadError(ValueError):
 def up_topic(vehicle: str) -> str:
     """Topic the agent publishes its record batches to."""
     return f"{TOPIC_ROOT}/{vehicle}/up"
+
+
+def up_subscription(share_group: str | None = None) -> str:
+    """The collector's subscription to every vehicle's batches: alone (``frota/v1/+/up``) or as
+    one member of a shared-subscription group (``$share/GROUP/frota/v1/+/up``: the broker gives
+    each batch to ONE member of the group, docs/deployment.md)."""
+    if share_group is None:
+        return UP_SUBSCRIPTION
+    if not SHARE_GROUP_RE.match(share_group):
+        raise ValueError(f"{share_group!r} is not a shared-subscription group name "
+                         "(1 to 64 letters, digits, '_' or '-')")
+    return f"$share/{share_group}/{UP_SUBSCRIPTION}"
 
 
 def ack_topic(vehicle: str) -> str:

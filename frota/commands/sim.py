@@ -14,7 +14,7 @@ from typing import Any
 from protocols import registry
 
 #: Simulators that play several devices at once, listed after the devices' own.
-PLAYER_MODULES: tuple[str, ...] = ("simulators.scenario.command",)
+PLAYER_MODULES: tuple[str, ...] = ("simulators.scenario.command", "simulators.fleet")
 
 
 def sim_modules() -> list[str]:
