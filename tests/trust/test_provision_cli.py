@@ -1,0 +1,45 @@
+"""``frota provision`` on the command line: what it prints (never a secret) and its one-line
+errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from frota.cli import main
+
+
+def test_init_vehicle_revoke_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = tmp_path / "fleet"
+    assert main(["provision", "init", str(fleet), "--host", "broker.example", "--port", "18883",
+                 "--broker-user", "nobody-here"]) == 0
+    assert main(["provision", "vehicle", str(fleet), "ABC1D23"]) == 0
+    out = capsys.readouterr().out
+    for secret in (fleet / "vehicles" / "ABC1D23" / "password",
+                   fleet / "collectors" / "main" / "password"):
+        assert secret.read_text() not in out
+    assert "mqtts://broker.example:18883" in out
+    agent = (fleet / "vehicles" / "ABC1D23" / "agent.toml").read_text()
+    assert 'url = "mqtts://broker.example:18883"' in agent
+    assert "[identity]" in agent
+    keyring = json.loads((fleet / "keyring.json").read_text())["keys"]
+    assert sorted((k["role"], k["name"]) for k in keyring) == [
+        ("collector", "main"), ("vehicle", "ABC1D23")]
+    assert main(["provision", "revoke", str(fleet), "ABC1D23"]) == 0
+    keyring = json.loads((fleet / "keyring.json").read_text())["keys"]
+    assert [k["revoked"] is not None for k in keyring if k["role"] == "vehicle"] == [True]
+    assert "user ABC1D23" not in (fleet / "mosquitto" / "acl").read_text()
+    capsys.readouterr()
+    for argv, message in (
+        (["provision", "init", str(fleet)], "already holds a provisioned fleet"),
+        (["provision", "vehicle", str(fleet), "ABC1D23"], "already provisioned"),
+        (["provision", "vehicle", str(fleet), "bad/id"], "must be 1-64 letters"),
+        (["provision", "revoke", str(fleet), "NOPE"], "is not provisioned"),
+        (["provision", "vehicle", str(tmp_path / "none"), "X1"], "is not a provisioned fleet"),
+    ):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert message in err
+        assert err.count("\n") == 1
