@@ -99,7 +99,7 @@ class AckGate:
         """The part of ``ack`` that names the agent's own pending records by their hashes."""
         wanted = [b for _, b in ack.stored] + [b for _, b, _ in ack.rejected] + ack.conflicts
         own = buffer.hashes(wanted)
-        out = Ack(agent=ack.agent)
+        out = Ack(agent=ack.agent, replay=ack.replay)  # replay: no entry to bind
         dropped = 0
 
         def bound(first: int, last: int, digest: str | None, unsigned_ok: bool) -> bool:

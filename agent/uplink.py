@@ -267,6 +267,11 @@ class Uplink:
                 ack = self.gate.bind(self._acks.get_nowait(), self.buffer)
             except queue.Empty:
                 break
+            if ack.replay:  # the collector's answer may have changed: retryable rejects again
+                again = self.buffer.replay_rejected()
+                if again:
+                    log.info("collector announced a change: %d retryable rejected records sent "
+                             "again", again)
             stored.extend(ack.stored)
             rejected.extend(ack.rejected)
             retryable.extend(ack.retryable)

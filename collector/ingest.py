@@ -431,6 +431,28 @@ class Ingest:
             if client is not None:
                 client.ack(mid, qos)
 
+    def announce(self, vehicles: frozenset[str]) -> int:
+        """Tell the agents of ``vehicles`` (just added to the registry) that their retryable
+        rejects may now be accepted: a signed ack with no entries and ``replay`` set, to every
+        agent the store holds rejects of, on the vehicle's ack topic. How many were sent."""
+        client = self.client
+        if client is None or not vehicles:
+            return 0
+        sent = 0
+        for vehicle in sorted(vehicles):
+            agents = self.store._read("SELECT DISTINCT agent FROM rejects WHERE vehicle = ? "
+                                      "AND agent IS NOT NULL", (vehicle,))
+            for (agent,) in agents:
+                ack = Ack(agent=str(agent), vehicle=vehicle, replay=True)
+                if self.signer is not None:
+                    self.signer.sign(ack)
+                self._publish_ack(client, vehicle, ack)
+                sent += 1
+        if sent:
+            log.info("registry: %d agent(s) of %s told to send their retryable rejects again",
+                     sent, ", ".join(sorted(vehicles)))
+        return sent
+
     def _publish_ack(self, client: MqttClient, vehicle: str, ack: Ack) -> None:
         """Publish one acknowledgement; a refused one is logged (the agent sends the batch again
         after its ack timeout and is answered then: the records are stored once)."""

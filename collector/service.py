@@ -10,6 +10,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -37,9 +38,13 @@ class FleetVehicles:
     A registry that becomes invalid while running keeps the last good one (and says so in the log).
     """
 
-    def __init__(self, path: Path, recheck_s: float = 1.0) -> None:
+    def __init__(self, path: Path, recheck_s: float = 1.0,
+                 on_added: Callable[[frozenset[str]], object] | None = None) -> None:
         self.path = path
         self.recheck_s = recheck_s
+        #: Called (outside the lock) with the vehicle ids a reload added (collector/ingest.py
+        #: tells their agents to send their retryable rejects again).
+        self.on_added = on_added
         self._lock = threading.Lock()
         self._mtime = os.stat(path).st_mtime_ns
         self._ids, self._operators = self._read()
@@ -48,6 +53,17 @@ class FleetVehicles:
     def _read(self) -> tuple[frozenset[str], dict[str, str | None]]:
         vehicles = registry.load(self.path).vehicles
         return frozenset(vehicles), {v.id: v.operator for v in vehicles.values()}
+
+    def watch(self, stop: threading.Event) -> threading.Thread:
+        """A thread that checks the file every ``recheck_s`` until ``stop`` (so an added
+        vehicle is announced even while no batch nor request arrives)."""
+        def run() -> None:
+            while not stop.wait(self.recheck_s):
+                self()
+
+        thread = threading.Thread(target=run, name="registry-watch", daemon=True)
+        thread.start()
+        return thread
 
     def operators(self) -> dict[str, str | None]:
         """Each vehicle's operator (``vehicles[].operator``), as of the last reload."""
@@ -59,17 +75,26 @@ class FleetVehicles:
         now = time.monotonic()
         if now - self._checked < self.recheck_s:
             return self._ids
+        added: frozenset[str] = frozenset()
         with self._lock:
             self._checked = now
             try:
                 mtime = os.stat(self.path).st_mtime_ns
                 if mtime != self._mtime:
                     self._mtime = mtime
+                    before = self._ids
                     self._ids, self._operators = self._read()
+                    added = self._ids - before
                     log.info("fleet registry reloaded: %d vehicles", len(self._ids))
             except (OSError, registry.RegistryError) as err:
                 log.error("fleet registry not reloaded, keeping the previous one: %s", err)
-            return self._ids
+            ids = self._ids
+        if added and self.on_added is not None:
+            try:
+                self.on_added(added)
+            except Exception:  # telling the agents must never stop the caller (the ingest)
+                log.exception("registry: the agents of %s were not told", sorted(added))
+        return ids
 
 
 class _Server(uvicorn.Server):
@@ -143,6 +168,8 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     ingest = Ingest(
         store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes, signer=signer
     )
+    vehicles.on_added = ingest.announce  # a vehicle added: its agents replay their rejects
+    watching = threading.Event()
     access = None
     if config.http.tokens_file is not None:
         access = Access(Tokens(config.http.tokens_file), vehicles.operators)
@@ -188,6 +215,7 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
         store.close()
         raise
     live.start()
+    vehicles.watch(watching)
     pruner = None
     if config.retention.daily:  # the same prune as frota collector prune, once a day
         pruner = daily_prune(store, config)
@@ -199,6 +227,7 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     try:
         server.run(sockets=[sock])
     finally:
+        watching.set()
         ingest.close()
         if verifier is not None:
             verifier.stop()

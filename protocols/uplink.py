@@ -135,6 +135,9 @@ class Ack:
     key: str | None = field(default=None, compare=False)
     cert: str | None = field(default=None, compare=False)
     sig: str | None = field(default=None, compare=False)
+    #: The collector's answer may have changed (the vehicle was added to its registry): the
+    #: agent sends its retryable rejects again (an ack with no entries; firmware-notes/mqtt.md).
+    replay: bool = field(default=False, compare=False)
 
 
 def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
@@ -272,6 +275,8 @@ def ack_body(ack: Ack) -> dict[str, Any]:
     for name in ("vehicle", "collector", "key", "cert"):
         if getattr(ack, name) is not None:
             body[name] = getattr(ack, name)
+    if ack.replay:
+        body["replay"] = True
     return body
 
 
@@ -351,6 +356,10 @@ def decode_ack(payload: bytes) -> Ack:
         if value is not None and (not isinstance(value, str) or len(value) > 8192):
             raise PayloadError(f"malformed acknowledgement: {name!r} is not a string")
         setattr(ack, name, value)
+    replay = obj.get("replay", False)
+    if not isinstance(replay, bool):
+        raise PayloadError("malformed acknowledgement: 'replay' is not true or false")
+    ack.replay = replay
     return ack
 
 

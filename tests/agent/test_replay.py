@@ -89,3 +89,41 @@ def test_rejected_for_an_unknown_vehicle_then_replayed_reaches_the_store_once(
         finally:
             store.close()
         assert seqs == list(range(1, 11))
+
+
+@pytest.mark.mosquitto
+@pytest.mark.slow
+def test_the_collector_announces_an_added_vehicle_and_its_agent_replays_by_itself() -> None:
+    with running_fleet(registered=(A,)) as fleet:
+        config = fleet.agent_config(B)
+        capture(config, [frame(B, n) for n in range(1, 11)])
+        with uplink(config) as up:
+            assert wait_until(lambda: up.buffer.counts().retryable == 10, 30), \
+                fleet.log.read_text()
+            registry = Path(fleet.broker.fleet.registry)
+            fleet_json = json.loads(registry.read_text())
+            fleet_json["vehicles"].append({"id": B, "seats": 46})
+            registry.write_text(json.dumps(fleet_json))
+            # no command: the collector sees the new vehicle, tells B's agent (a signed ack
+            # with replay set), and the agent sends its retryable rejects again
+            assert wait_until(lambda: up.buffer.counts().stored == 10, 30), \
+                fleet.log.read_text()
+            assert up.gate.counters.bad_signatures == 0
+            assert up.buffer.replay_gen() == 1
+        assert "told to send their retryable rejects again" in fleet.log.read_text()
+        store = open_store(str(fleet.db), read_only=True)
+        try:
+            assert [json.loads(t)["seq"] for t in store.records(B)] == list(range(1, 11))
+        finally:
+            store.close()
+
+
+def test_the_replay_announcement_on_the_wire() -> None:
+    from protocols.uplink import Ack, PayloadError, decode_ack, encode_ack
+
+    wire = encode_ack(Ack(agent="g1", vehicle=B, replay=True))
+    assert b'"replay":true' in wire
+    assert decode_ack(wire).replay is True
+    assert decode_ack(encode_ack(Ack(agent="g1"))).replay is False   # absent: false
+    with pytest.raises(PayloadError, match="'replay' is not true or false"):
+        decode_ack(wire.replace(b'"replay":true', b'"replay":1'))
