@@ -13,16 +13,13 @@ Contents (``docs/pages.md``, "The bundle"):
   (base64), with ``certs/collector.pem`` (the collector's certificate) and ``certs/ca.pem``
   (the fleet CA's) that chain it; absent, and ``"signed": false`` in the manifest, on a collector
   without ``[trust]`` (docs/trust.md).
+
+The ZIP itself, the manifest's common fields and ``chains`` are ``protocols/bundle.py``'s, shared
+with ``frota verify BUNDLE`` (``protocols/bundle_check.py``).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import io
-import zipfile
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -31,28 +28,16 @@ import orjson
 from collector.web import dayview, svg
 from collector.web.context import Filters, Web
 from collector.web.localtime import Day, local
+from protocols.bundle import BUNDLE_SCHEMA, BundleSigner, chains, pack
 from protocols.canonical import canonical, jcs
 from protocols.records import ms_to_ts, ts_to_ms
 
-BUNDLE_SCHEMA = 1
 #: The longest period one bundle holds (days): inspectors ask for the last days (SP 61 §3).
 MAX_DAYS = 31
 
 
 class ExportError(ValueError):
     """A period that cannot be exported; the message says why."""
-
-
-@dataclass(frozen=True)
-class BundleSigner:
-    """Who signs bundles: the collector's name, key id, certificate and CA (PEM), and a function
-    signing bytes with its key."""
-
-    name: str
-    key_id: str
-    cert_pem: str
-    ca_pem: str
-    sign: Callable[[bytes], bytes]
 
 
 def check_period(since_ms: int, until_ms: int) -> None:
@@ -81,27 +66,12 @@ def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
         files[f"disco-{day.isoformat()}.svg"] = svg.disc(d).encode()
         day += timedelta(days=1)
     manifest: dict[str, Any] = {
-        "schema": BUNDLE_SCHEMA, "kind": "frota.bundle", "vehicle": vehicle,
-        "from": ms_to_ts(since_ms), "to": ms_to_ts(until_ms), "timezone": tz.key,
-        "created": ms_to_ts(now_ms), "records": len(lines), "findings": len(found),
-        "findings_as_of": None if as_of is None else ms_to_ts(as_of),
-        "record_schema": 1, "signed": signer is not None,
-        "files": [{"name": name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
-                  for name, data in files.items()],
+        "vehicle": vehicle, "from": ms_to_ts(since_ms), "to": ms_to_ts(until_ms),
+        "timezone": tz.key, "created": ms_to_ts(now_ms), "records": len(lines),
+        "findings": len(found), "findings_as_of": None if as_of is None else ms_to_ts(as_of),
+        "record_schema": 1, "chains": chains(lines),
     }
-    if signer is not None:
-        manifest["signer"] = {"collector": signer.name, "key": signer.key_id}
-    manifest_bytes = jcs(manifest)
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, data in files.items():
-            zf.writestr(name, data)
-        zf.writestr("manifest.json", manifest_bytes)
-        if signer is not None:
-            zf.writestr("manifest.sig", base64.b64encode(signer.sign(manifest_bytes)) + b"\n")
-            zf.writestr("certs/collector.pem", signer.cert_pem)
-            zf.writestr("certs/ca.pem", signer.ca_pem)
-    return out.getvalue()
+    return pack(files, manifest, signer)
 
 
 def day_period(web: Web, vehicle: str, day_text: str) -> tuple[int, int]:

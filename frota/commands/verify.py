@@ -18,12 +18,18 @@ def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "verify",
         help="check a store's signatures, chains and completeness",
-        description="Check a collector's store: every checkpoint's signature against the keys "
+        description="Check a bundle (frota verify BUNDLE [--ca FILE] [--lang pt-BR]) or a "
+        "collector's store: every checkpoint's signature against the keys "
         "the fleet CA certified, every agent's hash chain, each stored record against the one "
         "received, gaps in seq and in registrador frame numbers. Prints a summary and each "
         "problem with where it is; exits 0 when intact, 3 otherwise. See docs/trust.md.",
     )
-    source = parser.add_mutually_exclusive_group(required=True)
+    parser.add_argument("bundle", nargs="?", metavar="BUNDLE",
+                        help="a bundle (ZIP) from the collector or from frota agent export: "
+                        "check it alone (docs/roadside.md)")
+    parser.add_argument("--lang", default="en", metavar="LANG",
+                        help="the bundle summary's language: en (default) or pt-BR")
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--db", metavar="PATH", help="a SQLite database file (or a postgresql:// DSN)")
     source.add_argument("--config", metavar="FILE",
                         help="the collector's configuration: its database, CA and keyring")
@@ -48,7 +54,15 @@ def _ms(option: str, value: str | None) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Verify the store and print the summary; 0 intact, 3 otherwise."""
+    """Verify the bundle or the store and print the summary; 0 intact, 3 otherwise."""
+    if args.bundle is not None:
+        if args.db is not None or args.config is not None:
+            raise UserError("give a BUNDLE or --db/--config, not both")
+        from frota.commands.verify_bundle import run_bundle
+
+        return run_bundle(args.bundle, args.ca, args.lang)
+    if args.db is None and args.config is None:
+        raise UserError("give a BUNDLE to check, or --db PATH or --config FILE for a store")
     from collector.chaincheck import check_store
     from collector.store import StoreError, open_store
     from protocols.identity import IdentityError, load_cert_file

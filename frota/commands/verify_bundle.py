@@ -1,0 +1,180 @@
+"""``frota verify BUNDLE``: a bundle's summary and problems for an inspector, in English or in
+Brazilian Portuguese (``--lang pt-BR``). The checking is ``protocols/bundle_check.py``'s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from frota.errors import UserError
+from protocols.bundle_check import BundleReport, Problem
+
+LANGS = ("en", "pt-BR")
+
+#: Every problem's message, by language; fields from Problem.detail and ``seq``.
+MESSAGES: dict[str, dict[str, str]] = {
+    "en": {
+        "not_a_bundle": "not a bundle (not a ZIP file)",
+        "too_large": "a file in the bundle is too large to check",
+        "unreadable": "cannot be read from the ZIP",
+        "no_manifest": "no readable manifest (or not a frota.bundle)",
+        "schema": "bundle schema {schema} is not one this frota reads (1)",
+        "unsigned": "the bundle is NOT signed",
+        "no_ca": "no CA certificate to check the signature against (give --ca)",
+        "no_signer": "the manifest names no signer",
+        "bad_certificate": "the signer's certificate does not chain to the fleet CA: {why}",
+        "wrong_signer": "certificate of {role} {name} may not sign this bundle",
+        "bad_signature": "the manifest's signature does not verify (manifest changed after signing)",
+        "file_missing": "listed in the manifest but missing",
+        "file_changed": "SHA-256 or size differs from the manifest (changed after signing)",
+        "file_added": "not listed in the manifest (added after signing)",
+        "not_canonical": "not a record in canonical form",
+        "other_vehicle": "a record of another vehicle ({vehicle})",
+        "duplicate": "seq {seq} twice (first on line {first_line}): a record added",
+        "gap": "seq {first} to {last} missing before seq {seq}: records removed",
+        "broken_link": "seq {seq}'s prev is not the hash of seq {before}: a record changed, "
+                       "removed or added there",
+        "count": "{found} records, the manifest says {manifest}",
+        "chain_missing": "the manifest lists this agent's chain but no record of it is here",
+        "chain_unlisted": "records of an agent the manifest does not list: added",
+        "chain_start": "the chain starts at seq {seq}, not where the manifest says ({manifest}) "
+                       "or with another prev: a record removed, changed or added at its start",
+        "chain_end": "the chain ends at seq {seq}, not where the manifest says ({manifest}) or "
+                     "with another hash: a record removed, changed or added at its end",
+        "chain_count": "{found} records of this agent, the manifest says {manifest}",
+    },
+    "pt-BR": {
+        "not_a_bundle": "não é um pacote (não é um arquivo ZIP)",
+        "too_large": "um arquivo do pacote é grande demais para verificar",
+        "unreadable": "não pode ser lido do ZIP",
+        "no_manifest": "manifesto ausente ou ilegível (ou não é um frota.bundle)",
+        "schema": "versão {schema} do pacote desconhecida por este frota (1)",
+        "unsigned": "o pacote NÃO está assinado",
+        "no_ca": "sem certificado da AC para verificar a assinatura (use --ca)",
+        "no_signer": "o manifesto não nomeia quem assinou",
+        "bad_certificate": "o certificado de quem assinou não é da AC da frota: {why}",
+        "wrong_signer": "o certificado de {role} {name} não pode assinar este pacote",
+        "bad_signature": "a assinatura do manifesto não confere (manifesto alterado após a "
+                         "assinatura)",
+        "file_missing": "consta do manifesto mas falta no pacote",
+        "file_changed": "SHA-256 ou tamanho diferente do manifesto (alterado após a assinatura)",
+        "file_added": "não consta do manifesto (incluído após a assinatura)",
+        "not_canonical": "não é um registro em forma canônica",
+        "other_vehicle": "registro de outro veículo ({vehicle})",
+        "duplicate": "seq {seq} repetido (primeiro na linha {first_line}): registro incluído",
+        "gap": "faltam os seq {first} a {last} antes do seq {seq}: registros suprimidos",
+        "broken_link": "o prev do seq {seq} não é o hash do seq {before}: registro alterado, "
+                       "suprimido ou incluído ali",
+        "count": "{found} registros; o manifesto diz {manifest}",
+        "chain_missing": "o manifesto lista a cadeia deste agente, mas não há registro dele",
+        "chain_unlisted": "registros de um agente que o manifesto não lista: incluídos",
+        "chain_start": "a cadeia começa no seq {seq}, não onde o manifesto diz ({manifest}) ou "
+                       "com outro prev: registro suprimido, alterado ou incluído no início",
+        "chain_end": "a cadeia termina no seq {seq}, não onde o manifesto diz ({manifest}) ou "
+                     "com outro hash: registro suprimido, alterado ou incluído no fim",
+        "chain_count": "{found} registros deste agente; o manifesto diz {manifest}",
+    },
+}
+
+WORDS: dict[str, dict[str, str]] = {
+    "en": {
+        "bundle": "bundle {path}: vehicle {vehicle}, {start} to {end} ({timezone}), made {created}",
+        "signed": "signed by {role} {name} (key {key}), certificate issued by the fleet CA",
+        "ca_given": "fleet CA: the one given with --ca (SHA-256 {fp})",
+        "ca_own": "fleet CA: the bundle's own (SHA-256 {fp}) — NOT compared with yours; "
+                  "give --ca FILE to check it against the fleet's",
+        "records": "{records} record(s), {chained} chained, {unchained} not chained "
+                   "(operator entries or records from before chaining)",
+        "agent": "  agent {agent}: seq {first} to {last}",
+        "intact": "INTACT: signature, files, hash chain and sequence check out",
+        "not_intact": "NOT INTACT: {n} problem(s)",
+        "line": "line", "agent_word": "agent",
+        "roles": "collector:collector,vehicle:vehicle",
+    },
+    "pt-BR": {
+        "bundle": "pacote {path}: veículo {vehicle}, de {start} a {end} ({timezone}), feito em "
+                  "{created}",
+        "signed": "assinado por {role} {name} (chave {key}), certificado emitido pela AC da frota",
+        "ca_given": "AC da frota: a informada com --ca (SHA-256 {fp})",
+        "ca_own": "AC da frota: a do próprio pacote (SHA-256 {fp}) — NÃO comparada com a sua; "
+                  "use --ca ARQUIVO para conferir com a da frota",
+        "records": "{records} registro(s), {chained} encadeado(s), {unchained} sem cadeia "
+                   "(lançamentos do operador ou registros anteriores ao encadeamento)",
+        "agent": "  agente {agent}: seq {first} a {last}",
+        "intact": "ÍNTEGRO: assinatura, arquivos, cadeia de hashes e sequência conferem",
+        "not_intact": "NÃO ÍNTEGRO: {n} problema(s)",
+        "line": "linha", "agent_word": "agente",
+        "roles": "collector:coletor,vehicle:veículo",
+    },
+}
+
+
+def problem_text(p: Problem, lang: str) -> str:
+    """One problem as a line: where, then what."""
+    words = WORDS[lang]
+    where = [x for x in (
+        p.file,
+        f"{words['line']} {p.line}" if p.line is not None else None,
+        f"{words['agent_word']} {p.agent}" if p.agent is not None else None,
+    ) if x is not None]
+    fields: dict[str, Any] = {"seq": p.seq, **p.detail}
+    try:
+        what = MESSAGES[lang][p.code].format(**fields)
+    except (KeyError, IndexError, ValueError):
+        what = p.code
+    return f"  {', '.join(where) or '-'}: {what}"
+
+
+def render(path: str, report: BundleReport, lang: str) -> list[str]:
+    """The summary and each problem, in ``lang``."""
+    words = WORDS[lang]
+    roles = dict(pair.split(":") for pair in words["roles"].split(","))
+    m = report.manifest
+    out: list[str] = []
+    if m:
+        out.append(words["bundle"].format(
+            path=path, vehicle=m.get("vehicle"), start=m.get("from"), end=m.get("to"),
+            timezone=m.get("timezone", "UTC"), created=m.get("created")))
+    if report.signer_role is not None:
+        signer = m.get("signer") if isinstance(m.get("signer"), dict) else {}
+        out.append(words["signed"].format(role=roles.get(report.signer_role, report.signer_role),
+                                          name=report.signer_name,
+                                          key=(signer or {}).get("key")))
+    if report.ca_fingerprint is not None:
+        out.append(words["ca_given" if report.ca_given else "ca_own"].format(
+            fp=report.ca_fingerprint))
+    if m:
+        out.append(words["records"].format(records=report.records, chained=report.chained,
+                                           unchained=report.unchained))
+    for agent, (first, last) in sorted(report.agents.items()):
+        out.append(words["agent"].format(agent=agent, first=first, last=last))
+    if report.intact:
+        out.append(words["intact"])
+    else:
+        out.append(words["not_intact"].format(n=len(report.problems)))
+        out.extend(problem_text(p, lang) for p in report.problems)
+    return out
+
+
+def run_bundle(path: str, ca: Path | None, lang: str) -> int:
+    """Check the bundle at ``path``; print the summary; 0 intact, 3 otherwise."""
+    from frota.commands.verify import NOT_INTACT
+    from protocols.bundle_check import check_bundle
+    from protocols.identity import IdentityError, load_cert_file
+
+    if lang not in LANGS:
+        raise UserError(f"--lang {lang!r}: one of {', '.join(LANGS)}")
+    fleet_ca = None
+    if ca is not None:
+        try:
+            fleet_ca = load_cert_file(ca)
+        except IdentityError as err:
+            raise UserError(str(err)) from err
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror or err}") from None
+    report = check_bundle(data, fleet_ca)
+    for line in render(path, report, lang):
+        print(line)
+    return 0 if report.intact else NOT_INTACT

@@ -1,0 +1,160 @@
+"""frota verify BUNDLE on the collector's bundle (GET /vehicles/{v}/bundle over a real uvicorn
+socket): a fresh one is intact (exit 0); one with a record removed, changed or added is not
+(exit 3) and says where — the line, the agent and the seq; one re-signed by a key the fleet CA
+did not certify is refused; the summary in Brazilian Portuguese with --lang pt-BR."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from frota.cli import main
+from protocols import identity
+from protocols.bundle_check import check_bundle
+from protocols.canonical import canonical
+from tests.pages.conftest import Server, _serve, fleet_signer
+from tests.roadside.bundles import chained_store, seq_of, tamper
+
+PERIOD = "since=2026-03-02&until=2026-03-03"
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[bytes, Path]]:
+    """A fresh bundle of FRT1A01's 2026-03-02 from a signing collector, and the CA's file."""
+    folder = tmp_path_factory.mktemp("bundle")
+    signer, ca = fleet_signer()
+    ca_file = folder / "ca.crt"
+    ca_file.write_bytes(identity.cert_pem(ca))
+    server: Server
+    (folder / "built").mkdir()
+    for server in _serve(folder, chained_store(folder / "built"), signer):
+        response = server.get(f"/vehicles/FRT1A01/bundle?{PERIOD}", server.token("fiscal"))
+        assert response.status_code == 200, response.text[:300]
+        yield response.content, ca_file
+
+
+def _verify(tmp_path: Path, data: bytes, *extra: str) -> int:
+    path = tmp_path / "bundle.zip"
+    path.write_bytes(data)
+    return main(["verify", str(path), *extra])
+
+
+def test_a_fresh_bundle_is_intact(fresh: tuple[bytes, Path], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    data, ca_file = fresh
+    assert _verify(tmp_path, data, "--ca", str(ca_file)) == 0
+    out = capsys.readouterr().out
+    assert "vehicle FRT1A01" in out
+    assert "signed by collector central" in out
+    assert "INTACT" in out
+    assert "NOT INTACT" not in out
+    assert "agent a1: seq 1 to" in out
+    assert _verify(tmp_path, data, "--ca", str(ca_file), "--lang", "pt-BR") == 0
+    out = capsys.readouterr().out
+    assert "ÍNTEGRO" in out
+    assert "assinado por coletor central" in out
+    # without --ca: checked against the bundle's own CA, and it says so
+    assert _verify(tmp_path, data) == 0
+    assert "NOT compared with yours" in capsys.readouterr().out
+
+
+def _codes(data: bytes, ca_file: Path) -> list[tuple[str, int | None, int | None]]:
+    report = check_bundle(data, identity.load_cert_file(ca_file))
+    return [(p.code, p.line, p.seq) for p in report.problems]
+
+
+def test_a_record_removed_is_found_with_its_seq(fresh: tuple[bytes, Path], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    data, ca_file = fresh
+    lines = tamper(data, lambda ls: ls)  # unchanged copy: still intact
+    assert _codes(lines, ca_file) == []
+    removed: list[int] = []
+
+    def drop_100th(ls: list[bytes]) -> list[bytes]:
+        removed.append(seq_of(ls[99]))
+        return ls[:99] + ls[100:]
+
+    bad = tamper(data, drop_100th)
+    codes = _codes(bad, ca_file)
+    # the record after it (now line 100) follows a gap of exactly the removed seq
+    assert ("gap", 100, removed[0] + 1) in codes
+    assert ("file_changed", None, None) in codes
+    assert ("count", None, None) in codes
+    assert _verify(tmp_path, bad, "--ca", str(ca_file)) == 3
+    out = capsys.readouterr().out
+    assert "NOT INTACT" in out
+    assert f"records.jsonl, line 100, agent a1: seq {removed[0]} to {removed[0]} missing" in out
+    # at the end of the chain: found against the manifest's chain end
+    last = tamper(data, lambda ls: ls[:-1])
+    assert [c for c in _codes(last, ca_file) if c[0] == "chain_end"]
+
+
+def test_a_record_changed_is_found_at_the_next_link(fresh: tuple[bytes, Path],
+                                                    tmp_path: Path) -> None:
+    data, ca_file = fresh
+
+    def slower(ls: list[bytes]) -> list[bytes]:
+        i = next(i for i, line in enumerate(ls) if b'"kmh":' in line and i > 50)
+        rec = orjson.loads(ls[i])
+        rec["kmh"] = 40.0
+        return [*ls[:i], canonical(rec), *ls[i + 1:]]
+
+    bad = tamper(data, slower)
+    codes = _codes(bad, ca_file)
+    broken = [c for c in codes if c[0] == "broken_link"]
+    assert len(broken) == 1
+    _, line, seq = broken[0]
+    assert line is not None
+    assert seq is not None
+    # the link broken is the one after the changed record: the line before it holds it
+    assert seq_of(tamper_line(bad, line - 1)) == seq - 1
+    assert orjson.loads(tamper_line(bad, line - 1))["kmh"] == 40.0
+    assert _verify(tmp_path, bad, "--ca", str(ca_file), "--lang", "pt-BR") == 3
+
+
+def tamper_line(data: bytes, number: int) -> bytes:
+    """Line ``number`` (1-based; -1 the last) of a bundle's records.jsonl."""
+    import io
+    import zipfile
+
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        lines = zf.read("records.jsonl").splitlines()
+        return lines[number - 1] if number > 0 else lines[number]
+
+
+def test_records_added_are_found(fresh: tuple[bytes, Path]) -> None:
+    data, ca_file = fresh
+    # a record copied: its seq twice
+    dup = tamper(data, lambda ls: [*ls[:10], ls[5], *ls[10:]])
+    assert ("duplicate", 11, seq_of(tamper_line(data, 6))) in _codes(dup, ca_file)
+
+    # a forged record chained after the last one (its prev right): beyond the manifest's end
+    def forge(ls: list[bytes]) -> list[bytes]:
+        import hashlib
+
+        rec = orjson.loads(ls[-1])
+        rec.update(seq=rec["seq"] + 1, prev=hashlib.sha256(ls[-1]).hexdigest())
+        return [*ls, canonical(rec)]
+
+    last_seq = seq_of(tamper_line(data, -1))
+    codes = _codes(tamper(data, forge), ca_file)
+    assert next(c for c in codes if c[0] == "chain_end")[2] == last_seq + 1
+    assert ("count", None, None) in codes
+
+
+def test_a_bundle_resigned_by_another_ca_is_refused(fresh: tuple[bytes, Path], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    _, ca_file = fresh
+    other, _ = fleet_signer()
+    from protocols.bundle import pack
+
+    forged = pack({"records.jsonl": b""}, {"vehicle": "FRT1A01", "records": 0, "chains": []},
+                  other)
+    assert _verify(tmp_path, forged, "--ca", str(ca_file)) == 3
+    assert "does not chain to the fleet CA" in capsys.readouterr().out
+    assert _verify(tmp_path, b"not a zip", "--ca", str(ca_file)) == 3
+    assert _verify(tmp_path, b"PK\x03\x04" + b"\x00" * 40) == 3
+    assert main(["verify", str(tmp_path / "none.zip")]) == 1
