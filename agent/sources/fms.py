@@ -130,6 +130,7 @@ class FmsSource(Source):
         self.last_data_mono = None
         opened = time.monotonic()
         estimated = 0.0
+        tee_base: tuple[float, int] | None = None  # (receive time, its ms) for the capture
         while not self.stop.is_set():
             try:
                 msg = bus.recv(READ_TIMEOUT_S)
@@ -160,7 +161,11 @@ class FmsSource(Source):
             # python-can's slcan stamps frames with the host's wall clock, which may step.
             frame = CanFrame(now, msg.arbitration_id, msg.is_extended_id, bytes(msg.data))
             if self.taps:  # frota agent capture: the frame as SLCAN text, as frota decode reads it
-                self.tee(slcan.encode_frame(frame))
+                # Stamped on the receive clock from one anchor per session, so the capture's
+                # time between frames is the agent's (decoded, its frames date as the agent's).
+                if tee_base is None:
+                    tee_base = (now, self.clock.now_ms()[0])
+                self.tee(slcan.encode_frame(frame), tee_base[1] + round((now - tee_base[0]) * 1000))
             records = self._ours(self.fms.frame(frame))
             if records:
                 self.live = _waiting(bus) < BEHIND_BYTES
