@@ -1,14 +1,15 @@
 """The rules live in the collector: findings of the stored records, kept in a ``findings`` table.
 
-Design (the simplest that is exactly right): whenever new records are stored — agents' batches,
-a backlog days old, an operator's entry — the whole store is evaluated again with the same engine
-and the same inputs as ``frota check --as-of NOW`` (records with ``ts`` <= NOW, in (ts, seq)
-order), and the table is replaced in one transaction together with the ``as_of`` it was computed
-for. The same violation keeps its ``id`` (the engine's ids are stable), so an open finding keeps
-its id while it grows. A background thread polls the store's newest row id (cheap) and
-re-evaluates once the store has been quiet for ``quiet_s`` (a backlog burst is one evaluation,
-not one per message), at the latest ``max_delay_s`` after the first new record, and at least
-every ``refresh_s`` so that open deadlines and interruptions grow with the clock. See docs/rules.md, "Findings in the collector".
+The live findings are what ``frota check --as-of NOW`` gives on the stored records with ``ts`` <=
+NOW (the store-only rules ``retention.minimum`` and ``equipment.integrity`` added), but each
+evaluation costs what arrived plus a bounded replay, never the store: collector/live_rules.py
+keeps the engine's state per partition with checkpoints in the store and upserts findings by
+their stable id (docs/collector.md, "Live findings"). A background thread polls the store's
+newest row id (cheap) and evaluates once the store has been quiet for ``quiet_s`` (a backlog
+burst is one evaluation, not one per message), at the latest ``max_delay_s`` after the first new
+record, and at least every ``refresh_s`` so that open deadlines and interruptions grow with the
+clock. :func:`evaluate_store` is the whole-store evaluation (the reference the live findings are
+tested against). See docs/rules.md, "Findings in the collector".
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from typing import Any
 import orjson
 
 from collector import registry as fleet
+from collector import store_live
+from collector.live_rules import LiveRules, finding_row
 from collector.retention_findings import retention_findings
 from collector.rules.engine import Engine
 from collector.rules.finding import Finding, sort_key
@@ -33,6 +36,9 @@ from collector.verifier import integrity_findings
 from protocols.records import now_ms, ts_to_ms
 
 log = logging.getLogger(__name__)
+
+#: The partition of the store-only rules' findings (replaced whole at each evaluation).
+STORE_ONLY = "~store"
 
 def stored_records(store: Store, as_of_ms: int | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Every stored record with ts <= ``as_of`` as (ts ms, record), vehicle by vehicle."""
@@ -101,6 +107,8 @@ class LiveFindings:
         self.profiles = load_profiles()
         self._registry = fleet.load(registry_path)
         self._mtime = os.stat(registry_path).st_mtime_ns
+        self._live = LiveRules(store, self._registry, registry_path.read_bytes(), self.profiles,
+                               default_profile)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="findings", daemon=True)
         self.evaluations = 0
@@ -120,23 +128,28 @@ class LiveFindings:
             if mtime != self._mtime:
                 self._registry = fleet.load(self.registry_path)
                 self._mtime = mtime
+                self._live = LiveRules(self.store, self._registry,
+                                       self.registry_path.read_bytes(), self.profiles,
+                                       self.default_profile)
         except (OSError, fleet.RegistryError) as err:
             log.error("findings: registry not reloaded, keeping the previous one: %s", err)
         return self._registry
 
     def evaluate_now(self) -> int:
-        """Evaluate the store at the collector's clock and save; return the ``as_of`` used."""
+        """Bring the findings up to the store at the collector's clock; return the ``as_of``."""
         as_of = now_ms()
-        found = evaluate_store(self.store, self._reg(), as_of, self.profiles,
-                               self.default_profile)
-        # The store's own findings (collector/verifier.py): equipment.integrity.
-        found += integrity_findings(self.store, self.default_profile)
-        # ... and retention.minimum: records missing inside the minimum period
-        found += retention_findings(self.store, self._reg(), self.profiles, as_of,
-                                    self.default_profile)
-        save(self.store, found, as_of)
+        reg = self._reg()
+        done = self._live.evaluate(as_of, as_of)
+        # The store's own findings, replaced whole in their own partition: equipment.integrity
+        # (collector/verifier.py) and retention.minimum (records missing inside the minimum
+        # period, collector/retention_findings.py).
+        found = integrity_findings(self.store, self.default_profile)
+        found += retention_findings(self.store, reg, self.profiles, as_of, self.default_profile)
+        store_live.replace_store_only(self.store, STORE_ONLY,
+                                      [finding_row(f, STORE_ONLY, None) for f in found])
         self.evaluations += 1
-        log.debug("findings: %d at %d", len(found), as_of)
+        log.debug("findings: %d replayed, %d upserted, %d deleted, %d store-only at %d",
+                  sum(done.replayed.values()), done.upserted, done.deleted, len(found), as_of)
         return as_of
 
     def _run(self) -> None:

@@ -217,4 +217,21 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         ALTER TABLE rejects ADD COLUMN replay TEXT
         """,
     ),
+    Migration(
+        # Incremental live rules (collector/live_rules.py, docs/collector.md "Live findings"):
+        # the engine state of each partition at device-time boundaries (live_checkpoints; tail:
+        # 1 for the one after the newest records, replaced at each evaluation), the partition of
+        # each vehicle, and for each finding its partition and the record time it was kept at
+        # (NULL: open at as_of) so that a replay from a boundary redoes exactly its own.
+        "011_live_rules",
+        """
+        CREATE TABLE live_checkpoints (part TEXT NOT NULL, boundary_ms BIGINT NOT NULL,
+            tail INTEGER NOT NULL, state {bytes} NOT NULL, made_ms BIGINT NOT NULL,
+            PRIMARY KEY (part, tail, boundary_ms));
+        CREATE TABLE live_parts (vehicle TEXT PRIMARY KEY, part TEXT NOT NULL);
+        ALTER TABLE findings ADD COLUMN part TEXT;
+        ALTER TABLE findings ADD COLUMN kept_ms BIGINT;
+        CREATE INDEX idx_findings_part ON findings (part, kept_ms)
+        """,
+    ),
 )

@@ -79,6 +79,10 @@ class Engine:
                                    MappingProxyType(self.vehicles), MappingProxyType(self.trips),
                                    MappingProxyType(self.drivers))
         self.pipeline = Pipeline(self.rule_types, self.context)
+        self._bind()
+
+    def _bind(self) -> None:
+        """Take the hooks of ``self.pipeline`` (again, after a restored pipeline replaced it)."""
         hooks = self.pipeline.hooks
         self._on_vehicle = hooks["on_vehicle"]
         self._on_record = hooks["on_record"]

@@ -73,8 +73,10 @@ RULE_PARAMS: dict[str, type] = params_of(RULES)
 class Pipeline:
     """One evaluation's rule instances, and for each hook the instances that override it."""
 
-    def __init__(self, rules: Iterable[RuleType], ctx: RuleContext) -> None:
-        self.rules = [rule(ctx) for rule in rules]
+    def __init__(self, rules: Iterable[RuleType], ctx: RuleContext,
+                 instances: list[RuleBase] | None = None) -> None:
+        #: ``instances``: rule objects made before (restored from a checkpoint), in order
+        self.rules = instances if instances is not None else [rule(ctx) for rule in rules]
         self.hooks: dict[str, list[Callable[..., Any]]] = {}
         for hook in HOOKS:
             base = getattr(RuleBase, hook)

@@ -1,0 +1,194 @@
+"""Incremental live rules: each evaluation costs what arrived plus a bounded replay, never the store.
+
+See docs/collector.md, "Live findings". In short:
+
+- **Partitions.** The engine's state is kept per partition: a set of vehicles judged together.
+  Drivers are followed across vehicles, a trip can be handed to a replacement vehicle, and the
+  timetable and fleet-age rules judge a line or the whole registry, so a partition must hold
+  every vehicle those can join. :func:`partition_of` puts every vehicle of one collector's fleet
+  in one partition (``fleet``): the registry does not say which lines belong to which operator,
+  so splitting the fleet by operator could not keep the timetable rules right. The machinery is
+  per partition all the same (tables, checkpoints, one partition in memory at a time).
+- **Checkpoints.** While it replays, the evaluator saves the engine state (collector/live_state.py)
+  at every ``step_ms`` of device time (5 minutes), and after the newest records a *tail*
+  checkpoint (the previous tail staying as a step). Steps older than ``dense_ms`` (2 hours before
+  the newest record) are thinned to the first of each hour.
+- **An evaluation.** What arrived is found by row id (``records.id > last``: a range of the
+  primary key). For each partition, the evaluator restores the latest checkpoint at or before the
+  earliest record that arrived (none arrived: the tail, so open findings grow with the clock),
+  reads that partition's records from its boundary to ``as_of`` (the (vehicle, ts) index), feeds
+  them in ``frota check``'s order, and writes in one transaction: the new checkpoints, the
+  findings kept at or after the boundary or open (upserted by their stable id; those no longer
+  found deleted), ``as_of``. A backlog days old replays from the checkpoint before it, not from
+  the beginning of time.
+- **Restart.** The row id judged, the checkpoints and a fingerprint of the registry, profiles and
+  rules are in the store: a restarted collector goes on from them. A new registry (or profiles,
+  or rules) changes the fingerprint: every checkpoint is dropped and the store replayed once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from collector import registry as fleet
+from collector import store_live
+from collector.live_state import CheckpointError, LiveEngine, fingerprint, restore, snapshot
+from collector.rules.finding import Finding
+from collector.rules.profile import Profile
+from collector.store import Store
+from protocols.records import ts_to_ms
+
+log = logging.getLogger(__name__)
+
+FLEET = "fleet"
+STEP_MS = 5 * 60_000
+DENSE_MS = 2 * 3_600_000
+THIN_MS = 3_600_000
+
+
+def partition_of(vehicle: str, registry: fleet.Registry) -> str:
+    """The partition of a vehicle (see the module docstring: the whole fleet, one partition)."""
+    del vehicle, registry
+    return FLEET
+
+
+def finding_row(f: Finding, part: str, kept_ms: int | None) -> tuple[Any, ...]:
+    """A finding as the columns of ``findings`` (store_live.UPSERT_FINDING's order)."""
+    return (f["id"], f["rule"], f["vehicle"], f["driver"], ts_to_ms(f["start"]),
+            None if f["end"] is None else ts_to_ms(f["end"]), orjson.dumps(f).decode(), part,
+            kept_ms)
+
+
+@dataclass
+class Evaluation:
+    """What one evaluation did (for logs, tests and the benchmark)."""
+
+    as_of_ms: int
+    arrived_vehicles: int = 0
+    replayed: dict[str, int] = field(default_factory=dict)     # partition -> records fed
+    boundaries: dict[str, int | None] = field(default_factory=dict)   # partition -> start
+    upserted: int = 0
+    deleted: int = 0
+
+
+class LiveRules:
+    """The incremental evaluator of one store (one thread at a time)."""
+
+    def __init__(self, store: Store, registry: fleet.Registry, registry_bytes: bytes,
+                 profiles: dict[str, Profile], default_profile: str = "SP", *,
+                 step_ms: int = STEP_MS, dense_ms: int = DENSE_MS) -> None:
+        self.store = store
+        self.registry = registry
+        self.profiles = profiles
+        self.default = default_profile
+        self.step_ms = step_ms
+        self.dense_ms = dense_ms
+        self.fingerprint = fingerprint(registry_bytes, profiles, default_profile)
+
+    def evaluate(self, as_of_ms: int, made_ms: int) -> Evaluation:
+        """Bring the findings up to what is stored, judged at ``as_of``; ``made_ms`` is the
+        collector's clock (when the checkpoints were made, for the record)."""
+        store = self.store
+        if store_live.state(store, store_live.FINGERPRINT) != self.fingerprint:
+            log.info("findings: registry, profiles or rules changed: replaying the store once")
+            store_live.reset(store, self.fingerprint)
+        last_id = store_live.state(store, store_live.LAST_ID) or 0
+        news = store_live.arrived(store, last_id)
+        known = store_live.parts(store)
+        members: dict[str, set[str]] = {}
+        for vehicle, part in known.items():
+            members.setdefault(part, set()).add(vehicle)
+        new_parts: dict[str, list[tuple[str, str]]] = {}
+        earliest: dict[str, int] = {}
+        for vehicle, low in news.earliest_ms.items():
+            part = known.get(vehicle) or partition_of(vehicle, self.registry)
+            if vehicle not in known:
+                new_parts.setdefault(part, []).append((vehicle, part))
+                members.setdefault(part, set()).add(vehicle)
+            earliest[part] = min(low, earliest.get(part, low))
+        report = Evaluation(as_of_ms, arrived_vehicles=len(news.earliest_ms))
+        names = sorted(members)
+        for n, part in enumerate(names):
+            last = n == len(names) - 1
+            self._partition(part, sorted(members[part]), earliest.get(part),
+                            new_parts.get(part, []), as_of_ms, made_ms,
+                            news.newest_id if last else None, report)
+        if not names:
+            store_live.write(store, part=FLEET, new_parts=(), since_ms=None, steps=(), tail=None,
+                             thin_before_ms=None, thin_every_ms=THIN_MS, gone=(), upserts=(),
+                             as_of_ms=as_of_ms, made_ms=made_ms, last_id=news.newest_id)
+        return report
+
+    def _start(self, part: str, start: int | None) -> tuple[LiveEngine, int | None]:
+        """The engine restored from the latest usable checkpoint at or before ``start``, and its
+        boundary (None: no checkpoint, from the beginning)."""
+        while True:
+            found = store_live.checkpoint_before(self.store, part, start)
+            if found is None:
+                return LiveEngine(self.registry, self.profiles, self.default), None
+            boundary, blob = found
+            try:
+                return restore(blob, self.registry, self.profiles, self.default), boundary
+            except CheckpointError as err:
+                log.error("findings: checkpoint %s@%d dropped: %s", part, boundary, err)
+                store_live.drop_checkpoint(self.store, part, boundary)
+
+    def _records(self, vehicles: list[str], since: int | None,
+                 as_of_ms: int) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The partition's records with since <= ts <= as_of in ``frota check``'s order (ts,
+        vehicle, seq, agent): each vehicle's are in (ts, seq) order already, so a merge."""
+        def one(vehicle: str) -> Iterator[tuple[int, str, int, str, dict[str, Any]]]:
+            for text in self.store.records(vehicle, since, as_of_ms + 1):
+                rec = orjson.loads(text)
+                yield (ts_to_ms(rec["ts"]), vehicle, rec.get("seq") or 0, rec.get("agent") or "",
+                       rec)
+        for ms, _, _, _, rec in heapq.merge(*(one(v) for v in vehicles),
+                                            key=lambda item: item[:4]):
+            yield ms, rec
+
+    def _partition(self, part: str, vehicles: list[str], start: int | None,
+                   new_parts: list[tuple[str, str]], as_of_ms: int, made_ms: int,
+                   last_id: int | None, report: Evaluation) -> None:
+        engine, boundary = self._start(part, start)
+        report.boundaries[part] = boundary
+        steps: list[tuple[int, bytes]] = []
+        cell = None if boundary is None else boundary // self.step_ms
+        fed = 0
+        lines = self.registry.lines
+        for ms, rec in self._records(vehicles, boundary, as_of_ms):
+            here = ms // self.step_ms
+            if cell is not None and here > cell:
+                engine.flush(final=True)    # everything before this step's boundary is done
+                steps.append((here * self.step_ms, snapshot(engine)))
+            cell = here
+            if rec["kind"] == "trip" and rec["line"] not in lines:
+                continue                    # frota check refuses it; live, it is skipped
+            engine.add_one(ms, rec)
+            fed += 1
+        report.replayed[part] = fed
+        engine.flush()                      # all but the newest millisecond's records
+        tail = None
+        done = engine._done_ms
+        if done is not None and (boundary is None or done + 1 > boundary):
+            tail = (done + 1, snapshot(engine))
+        found = engine.findings(as_of_ms)
+        closed = engine.closed
+        rows = {f["id"]: finding_row(f, part, engine.kept_at[f["id"]]
+                                     if closed.get(f["id"]) is f else None) for f in found}
+        before = store_live.part_findings(self.store, part, boundary)
+        gone = [i for i in before if i not in rows]
+        upserts = [row for i, row in rows.items() if before.get(i) != (row[6], row[8])]
+        newest = engine.latest_ms
+        store_live.write(
+            self.store, part=part, new_parts=new_parts, since_ms=boundary, steps=steps, tail=tail,
+            thin_before_ms=None if newest is None else newest - self.dense_ms,
+            thin_every_ms=THIN_MS, gone=gone, upserts=upserts, as_of_ms=as_of_ms,
+            made_ms=made_ms, last_id=last_id)
+        report.upserted += len(upserts)
+        report.deleted += len(gone)

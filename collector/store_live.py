@@ -1,0 +1,157 @@
+"""The live rules' tables (migration ``011_live_rules``): checkpoints, partitions, findings by
+partition — SQL both backends run, through the store's own connection and lock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from collector.store import Store
+
+#: ``findings_state`` names: the newest record row id already judged; the fingerprint of what
+#: the checkpoints were made with (collector/live_state.py).
+LAST_ID = "live_last_id"
+FINGERPRINT = "live_fingerprint"
+
+UPSERT_FINDING = (
+    "INSERT INTO findings (id, rule, vehicle, driver, start_ms, end_ms, finding, part, kept_ms) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET rule = excluded.rule, "
+    "vehicle = excluded.vehicle, driver = excluded.driver, start_ms = excluded.start_ms, "
+    "end_ms = excluded.end_ms, finding = excluded.finding, part = excluded.part, "
+    "kept_ms = excluded.kept_ms"
+)
+UPSERT_STATE = (
+    "INSERT INTO findings_state (name, value) VALUES (?, ?) "
+    "ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+)
+
+
+@dataclass(frozen=True)
+class Arrived:
+    """Records stored after a row id, by vehicle: their earliest ``ts`` and the newest row id."""
+
+    earliest_ms: dict[str, int]
+    newest_id: int
+
+
+def state(store: Store, name: str) -> int | None:
+    """A ``findings_state`` value (None: never set)."""
+    rows = store._read("SELECT value FROM findings_state WHERE name = ?", (name,))
+    return None if not rows else int(rows[0][0])
+
+
+def arrived(store: Store, after_id: int) -> Arrived:
+    """What arrived after row ``after_id`` (a range of the primary key: costs what arrived)."""
+    earliest: dict[str, int] = {}
+    newest = after_id
+    for vehicle, low, top in store._read(
+        "SELECT vehicle, min(ts_ms), max(id) FROM records WHERE id > ? GROUP BY vehicle",
+        (after_id,),
+    ):
+        earliest[str(vehicle)] = int(low)
+        newest = max(newest, int(top))
+    return Arrived(earliest, newest)
+
+
+def parts(store: Store) -> dict[str, str]:
+    """Every vehicle the live rules have seen, and its partition."""
+    return {str(v): str(p) for v, p in store._read("SELECT vehicle, part FROM live_parts")}
+
+
+def checkpoint_before(store: Store, part: str, ms: int | None) -> tuple[int, bytes] | None:
+    """The partition's latest checkpoint whose boundary is at or before ``ms`` (None: the latest
+    of all, the tail included) as (boundary, state), or None."""
+    sql = "SELECT boundary_ms, state FROM live_checkpoints WHERE part = ?"
+    params: tuple[Any, ...] = (part,)
+    if ms is not None:
+        sql += " AND boundary_ms <= ?"
+        params = (part, ms)
+    rows = store._read(sql + " ORDER BY boundary_ms DESC, tail DESC LIMIT 1", params)
+    return None if not rows else (int(rows[0][0]), bytes(rows[0][1]))
+
+
+def drop_checkpoint(store: Store, part: str, boundary_ms: int) -> None:
+    """Forget an unreadable checkpoint."""
+    store.apply([("DELETE FROM live_checkpoints WHERE part = ? AND boundary_ms = ?",
+                  [(part, boundary_ms)])])
+
+
+def part_findings(store: Store, part: str,
+                  since_ms: int | None) -> dict[str, tuple[str, int | None]]:
+    """id -> (JSON, kept at) of the partition's findings kept at or after ``since`` or open
+    (``since`` None: all of them)."""
+    sql = "SELECT id, finding, kept_ms FROM findings WHERE part = ?"
+    params: tuple[Any, ...] = (part,)
+    if since_ms is not None:
+        sql += " AND (kept_ms IS NULL OR kept_ms >= ?)"
+        params = (part, since_ms)
+    return {str(i): (str(text), None if kept is None else int(kept))
+            for i, text, kept in store._read(sql, params)}
+
+
+def write(store: Store, *, part: str, new_parts: Iterable[tuple[str, str]],
+          since_ms: int | None, steps: Sequence[tuple[int, bytes]], tail: tuple[int, bytes] | None,
+          thin_before_ms: int | None, thin_every_ms: int, gone: Sequence[str],
+          upserts: Sequence[tuple[Any, ...]], as_of_ms: int, made_ms: int,
+          last_id: int | None) -> None:
+    """One partition's evaluation, replayed from ``since`` (None: the beginning), in ONE
+    transaction: its vehicles, checkpoints (those after ``since`` and the tail replaced; step
+    checkpoints before ``thin_before_ms`` thinned to the first of each ``thin_every_ms``), findings gone
+    and upserted, the ``as_of`` and (last partition) the row id judged."""
+    statements: list[tuple[str, Sequence[tuple[Any, ...]]]] = [
+        ("INSERT INTO live_parts (vehicle, part) VALUES (?, ?) ON CONFLICT (vehicle) "
+         "DO UPDATE SET part = excluded.part", list(new_parts)),
+        ("DELETE FROM live_checkpoints WHERE part = ? AND boundary_ms > ?",
+         [(part, -(1 << 62) if since_ms is None else since_ms)]),
+        ("INSERT INTO live_checkpoints (part, boundary_ms, tail, state, made_ms) "
+         "VALUES (?, ?, 0, ?, ?) ON CONFLICT (part, tail, boundary_ms) DO UPDATE SET "
+         "state = excluded.state, made_ms = excluded.made_ms",
+         [(part, b, blob, made_ms) for b, blob in steps]),
+    ]
+    if tail is not None:   # the previous tail stays, as a step checkpoint (thinned later)
+        statements.append((
+            "INSERT INTO live_checkpoints (part, boundary_ms, tail, state, made_ms) "
+            "SELECT part, boundary_ms, 0, state, made_ms FROM live_checkpoints "
+            "WHERE part = ? AND tail = 1 ON CONFLICT (part, tail, boundary_ms) DO NOTHING",
+            [(part,)]))
+        statements.append(("DELETE FROM live_checkpoints WHERE part = ? AND tail = 1", [(part,)]))
+        statements.append(("INSERT INTO live_checkpoints (part, boundary_ms, tail, state, made_ms) "
+                           "VALUES (?, ?, 1, ?, ?)", [(part, tail[0], tail[1], made_ms)]))
+    if thin_before_ms is not None:   # those replayed now, or recent: older ones were thinned
+        # by the evaluations before
+        statements.append((
+            "DELETE FROM live_checkpoints WHERE part = ? AND tail = 0 AND boundary_ms < ? "
+            "AND boundary_ms >= ? AND EXISTS (SELECT 1 FROM live_checkpoints o WHERE "
+            "o.part = live_checkpoints.part AND o.tail = 0 "
+            "AND o.boundary_ms < live_checkpoints.boundary_ms "
+            "AND o.boundary_ms / ? = live_checkpoints.boundary_ms / ?)",
+            [(part, thin_before_ms,
+              min(thin_before_ms - 4 * thin_every_ms,
+                  thin_before_ms if since_ms is None else since_ms),
+              thin_every_ms, thin_every_ms)]))
+    statements += [
+        ("DELETE FROM findings WHERE id = ?", [(i,) for i in gone]),
+        (UPSERT_FINDING, list(upserts)),
+        (UPSERT_STATE, [("as_of_ms", as_of_ms)]),
+    ]
+    if last_id is not None:
+        statements.append((UPSERT_STATE, [(LAST_ID, last_id)]))
+    store.apply(statements)
+
+
+def replace_store_only(store: Store, part: str, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Replace the findings of the store-only rules (their own partition) in one transaction."""
+    store.apply([("DELETE FROM findings WHERE part = ?", [(part,)]),
+                 (UPSERT_FINDING, list(rows))])
+
+
+def reset(store: Store, fingerprint: int) -> None:
+    """Start the live rules over (new registry, profiles or rules): no checkpoints, no findings,
+    nothing judged yet."""
+    store.apply([
+        ("DELETE FROM live_checkpoints", [()]),
+        ("DELETE FROM live_parts", [()]),
+        ("DELETE FROM findings", [()]),
+        (UPSERT_STATE, [(LAST_ID, 0), (FINGERPRINT, fingerprint)]),
+    ])
