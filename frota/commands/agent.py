@@ -63,6 +63,21 @@ def register(subparsers: Any) -> None:
     replay_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
     replay_parser.add_argument("--seq", metavar="A-B", help="only seqs A to B (or one seq A)")
     replay_parser.set_defaults(func=replay)
+    export_parser = sub.add_parser(
+        "export",
+        help="write the bus's signed bundle of its last days to a file or a USB stick",
+        description="Write the signed bundle of the last N days of records from the agent's "
+        "buffer (read-only; the agent may be running) to PATH — a file, or a folder such as a "
+        "USB stick's mount point (frota-VEHICLE-DATE.zip in it). Signed by the bus's key with its "
+        "certificate from the fleet CA; 'frota verify BUNDLE' checks it. Every export is logged "
+        "(exports.log beside the buffer). See docs/roadside.md.",
+    )
+    export_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    export_parser.add_argument("--days", required=True, type=int, metavar="N",
+                               help="how many days back from the newest record (1 to 31)")
+    export_parser.add_argument("--out", required=True, metavar="PATH",
+                               help="the bundle file to write, or a folder to write it in")
+    export_parser.set_defaults(func=export)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -191,3 +206,24 @@ def replay(args: argparse.Namespace) -> int:
           f"{final} final rejects and {before.conflicts} conflicts are not resent")
     return 0
 
+
+
+def export(args: argparse.Namespace) -> int:
+    """Write the bus's signed bundle from its buffer."""
+    import sys
+    from pathlib import Path
+
+    from agent.config import ConfigError, load_config
+    from agent.export import ExportError
+    from agent.export import export as write_bundle
+
+    try:
+        done = write_bundle(load_config(args.config), args.days, Path(args.out))
+    except (ConfigError, ExportError) as err:
+        raise UserError(str(err)) from err
+    if not done.signed:
+        print("warning: the agent has no [identity]: the bundle is NOT signed", file=sys.stderr)
+    seqs = "" if done.first_seq is None else f" (seq {done.first_seq} to {done.last_seq})"
+    print(f"wrote {done.path}: {done.records} record(s){seqs}, sha256 {done.sha256}; "
+          f"check it with: frota verify {done.path} --ca CA_FILE")
+    return 0

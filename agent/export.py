@@ -1,0 +1,171 @@
+"""``frota agent export``: the bus's own signed bundle of its last days (issue 17 item 4;
+``docs/roadside.md``), for an inspector at the roadside when the collector is out of reach.
+
+The records come from the agent's buffer, opened read-only (``agent/buffer_summary.py``; the
+running agent keeps writing, WAL). The period ends at the newest record's device time (not the
+Pi's clock: it may boot in the past) and starts N days before; the bundle holds every record of
+the agent's chain from the first seq whose time is in the period to the last seq, so the chain is
+whole even where a catch-up gave older frames later seqs. The format is the collector's
+(``protocols/bundle.py``), signed by the bus's Ed25519 key with its certificate from the fleet
+CA, so ``frota verify`` checks both alike. Every export is logged: a line in ``exports.log``
+beside the buffer (JSON: when, period, records, file, the bundle's SHA-256) and in the log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from agent import hostclock
+from agent.buffer import BufferError
+from agent.buffer_summary import BufferReader
+from agent.config import AgentConfig
+from protocols import identity
+from protocols.bundle import BundleSigner, chains, pack
+from protocols.canonical import canonical
+from protocols.records import RecordError, ms_to_ts
+
+log = logging.getLogger(__name__)
+
+#: The most days one export holds (as the collector's bundle, collector/web/export.py).
+MAX_DAYS = 31
+EXPORT_LOG = "exports.log"
+
+
+class ExportError(RuntimeError):
+    """The export cannot be made; the message says why (one line)."""
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What an export wrote."""
+
+    path: Path
+    records: int
+    first_seq: int | None
+    last_seq: int | None
+    since_ms: int | None
+    until_ms: int | None
+    sha256: str
+    signed: bool
+
+
+def signer_of(config: AgentConfig) -> BundleSigner | None:
+    """The bus's signing key as a bundle signer (None without ``[identity]``); the CA is
+    ``identity.ca_file``, else ``ca.crt`` beside the certificate (as frota provision lays out)."""
+    ident = config.identity
+    if ident is None:
+        return None
+    ca_file = ident.ca_file or ident.cert_file.parent / "ca.crt"
+    try:
+        key = identity.load_signing_key(ident.key_file)
+        cert = identity.load_cert_file(ident.cert_file)
+        ca = identity.load_cert_file(ca_file)
+        role, name = identity.certified(cert, ca)
+    except (identity.IdentityError, OSError) as err:
+        raise ExportError(f"identity: {err}") from None
+    if role != "vehicle" or name != config.vehicle:
+        raise ExportError(f"identity: the certificate is for {role} {name}, not vehicle "
+                          f"{config.vehicle}")
+    if identity.key_id(identity.public_key_of(cert)) != identity.key_id(key.public_key()):
+        raise ExportError("identity: the key is not the one the certificate certifies")
+    return BundleSigner(config.vehicle, identity.key_id(key.public_key()),
+                        identity.cert_pem(cert).decode(), identity.cert_pem(ca).decode(),
+                        key.sign, role="vehicle")
+
+
+def _rows(reader: BufferReader, days: int) -> tuple[list[str], int | None, int | None]:
+    """The bodies from the first seq in the last ``days`` days to the last seq, and the period."""
+    conn = reader.conn
+    (newest,) = conn.execute("SELECT MAX(ts_ms) FROM records").fetchone()
+    if newest is None:
+        return [], None, None
+    until = int(newest) + 1
+    since = until - days * 86_400_000
+    (first,) = conn.execute("SELECT MIN(seq) FROM records WHERE ts_ms >= ?", (since,)).fetchone()
+    bodies = [str(b) for (b,) in conn.execute(
+        "SELECT body FROM records WHERE seq >= ? ORDER BY seq", (first,))]
+    return bodies, since, until
+
+
+def export(config: AgentConfig, days: int, out: Path) -> Exported:
+    """Write the bundle of the last ``days`` days to ``out`` (a file, or a folder such as a USB
+    stick's mount point: ``frota-VEHICLE-AAAA-MM-DD.zip`` in it)."""
+    if not 1 <= days <= MAX_DAYS:
+        raise ExportError(f"--days must be 1 to {MAX_DAYS}")
+    signer = signer_of(config)
+    try:
+        with BufferReader(config.buffer.path) as reader:
+            agent_id = reader.agent()
+            bodies, since, until = _rows(reader, days)
+    except BufferError as err:
+        raise ExportError(str(err)) from None
+    except sqlite3.Error as err:  # mid-read: a buffer being replaced, a bad disk
+        raise ExportError(f"cannot read the buffer {config.buffer.path}: {err}") from None
+    lines: list[bytes] = []
+    for body in bodies:
+        try:
+            lines.append(canonical(orjson.loads(body)))
+        except (orjson.JSONDecodeError, RecordError, TypeError, ValueError) as err:
+            raise ExportError(f"a buffered record cannot be exported: {err}") from None
+    records = b"".join(line + b"\n" for line in lines)
+    now = hostclock.wall_ms()
+    manifest: dict[str, Any] = {
+        "vehicle": config.vehicle, "agent": agent_id, "made_by": "agent",
+        "from": None if since is None else ms_to_ts(since),
+        "to": None if until is None else ms_to_ts(until),
+        "timezone": "UTC", "created": ms_to_ts(now), "records": len(lines), "findings": None,
+        "record_schema": 1, "chains": chains(lines),
+    }
+    data = pack({"records.jsonl": records}, manifest, signer)
+    target = out / f"frota-{config.vehicle}-{ms_to_ts(until or now)[:10]}.zip" if out.is_dir() \
+        else out
+    _write(target, data)
+    seqs = [c for c in manifest["chains"] if c["agent"] == agent_id]
+    done = Exported(target, len(lines), seqs[0]["first_seq"] if seqs else None,
+                    seqs[0]["last_seq"] if seqs else None, since, until,
+                    hashlib.sha256(data).hexdigest(), signer is not None)
+    _log(config, done, now)
+    return done
+
+
+def _write(target: Path, data: bytes) -> None:
+    """Write through a temporary file, synced, then renamed: a stick pulled out mid-write leaves
+    no half bundle under the final name."""
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with partial.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        partial.replace(target)
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as err:
+        partial.unlink(missing_ok=True)
+        raise ExportError(f"cannot write {target}: {err.strerror or err}") from None
+
+
+def _log(config: AgentConfig, done: Exported, now: int) -> None:
+    entry = {"at": ms_to_ts(now), "vehicle": config.vehicle, "file": str(done.path),
+             "from": None if done.since_ms is None else ms_to_ts(done.since_ms),
+             "to": None if done.until_ms is None else ms_to_ts(done.until_ms),
+             "records": done.records, "first_seq": done.first_seq, "last_seq": done.last_seq,
+             "signed": done.signed, "sha256": done.sha256}
+    log.info("export: %d records of %s (seq %s to %s) to %s, sha256 %s", done.records,
+             config.vehicle, done.first_seq, done.last_seq, done.path, done.sha256)
+    try:
+        with (config.buffer.path.parent / EXPORT_LOG).open("ab") as f:
+            f.write(orjson.dumps(entry) + b"\n")
+    except OSError as err:  # a read-only /var/lib/frota for this user: said, not fatal
+        log.warning("export: cannot append to %s: %s", EXPORT_LOG, err.strerror or err)
