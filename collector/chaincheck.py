@@ -1,7 +1,7 @@
 """Checking a store's records end to end: what ``frota verify`` runs (``docs/trust.md``).
 
-For every agent of every vehicle (entries made at the collector, agent ``operator``, are counted
-apart: they are not chained), from what is stored — never trusting a stored hash where the record
+For every agent of every vehicle — the entries made at the collector (agent ``operator``) are a
+chain of their own, each signed by the collector (collector/entries.py) — from what is stored — never trusting a stored hash where the record
 itself is there:
 
 1. each stored record's chain hash is computed again from its JSON; it must equal the hash the
@@ -10,7 +10,8 @@ itself is there:
    link that says ``stored`` whose record is gone), and no record was **inserted** (a record the
    ingest never saw);
 3. each record's ``prev`` is the hash of the record before it (a **chain_break** otherwise);
-4. each checkpoint is signed by a key the fleet CA certified for that vehicle, valid when the
+4. each checkpoint is signed by a key the fleet CA certified for that vehicle (for operator
+   entries: for a collector), valid when the
    collector received it (**bad_signature** otherwise), and names the hash of the record at its
    seq (**chain_break**); the chain must be covered up to its last seq by a good checkpoint
    (records after it are **unsigned**);
@@ -87,8 +88,8 @@ def check_store(store: Store, keyring: Keyring | None, vehicle: str | None = Non
                 report.operator_entries += int(store._read(
                     "SELECT count(*) FROM records WHERE vehicle = ? AND agent = ?", (name, agent)
                 )[0][0])
-                continue
-            report.agents += 1
+            else:
+                report.agents += 1
             _check_agent(store, keyring, name, agent, report)
         _check_frames(store, name, report)
         for seq, agent, detail, ts_ms in store._read(
@@ -129,8 +130,9 @@ def _check_agent(store: Store, keyring: Keyring | None, vehicle: str, agent: str
             problems.append(Problem(vehicle, agent, seq, "altered", "stored record is not a record",
                                     ts_ms))
         elif link is None:
-            problems.append(Problem(vehicle, agent, seq, "inserted",
-                                    "stored record never came through the ingest", ts_ms))
+            problems.append(Problem(vehicle, agent, seq, "inserted", (
+                "operator entry neither chained nor signed by the collector" if agent == OPERATOR
+                else "stored record never came through the ingest"), ts_ms))
         elif link[0] != digest:
             problems.append(Problem(vehicle, agent, seq, "altered",
                                     "stored record differs from the one received", ts_ms))
@@ -179,7 +181,8 @@ def _check_checkpoints(store: Store, keyring: Keyring | None, vehicle: str, agen
         (vehicle, agent),
     ):
         seq = int(seq)
-        entry = keyring.find("vehicle", vehicle, str(kid)) if keyring is not None else None
+        entry = (keyring.checkpoint_signer(vehicle, agent, str(kid)) if keyring is not None
+                 else None)
         cp = Checkpoint(seq, str(digest), str(kid), str(sig))
         if entry is None or not entry.valid_at(int(received_ms)) or not checkpoint_valid(
             entry.key, vehicle, agent, cp

@@ -243,19 +243,6 @@ class Store(StoreSummaries, ABC):
             self.rejects_tally = tally  # committed
         return counts
 
-    def append(self, vehicle: str, agent: str, rec: Record, received_ms: int) -> Record:
-        """Store a record entered at the collector (``agent`` e.g. ``operator``), giving it the
-        next ``seq`` of (vehicle, agent); return the stored record."""
-        with self._lock, self._transaction() as tx:
-            rows = self._query(
-                "SELECT max(seq) FROM records WHERE vehicle = ? AND agent = ?", (vehicle, agent)
-            )
-            seq = int(rows[0][0] or 0) + 1
-            head = {"vehicle": vehicle, "ts": rec["ts"], "kind": rec["kind"], "agent": agent}
-            stored = {**head, "seq": seq, **{k: v for k, v in rec.items() if k not in (*head, "seq")}}
-            self._executemany(tx, INSERT_RECORD, [record_row(stored, received_ms)])
-            return stored
-
     def apply(self, statements: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> None:
         """Run each (sql, rows) in ONE transaction (the chain verifier's bookkeeping)."""
         with self._lock, self._transaction() as tx:

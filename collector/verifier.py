@@ -127,12 +127,13 @@ class ChainVerifier:
 
     def _checkpoint(self, vehicle: str, agent: str, cp: Checkpoint, received_ms: int,
                     events: list[tuple[Any, ...]], now: int) -> str | None:
-        entry = self.keyring.find("vehicle", vehicle, cp.key)
+        entry = self.keyring.checkpoint_signer(vehicle, agent, cp.key)
         if entry is None or not entry.valid_at(received_ms) or not checkpoint_valid(
             entry.key, vehicle, agent, cp
         ):
             events.append((vehicle, agent, cp.seq, "bad_signature",
-                           "checkpoint not signed by a key certified for this vehicle", None, now))
+                           "checkpoint not signed by a key certified for this vehicle (or, for operator "
+                           "entries, for a collector)", None, now))
             return "bad"
         link = self.store._read(
             "SELECT hash FROM links WHERE vehicle = ? AND agent = ? AND seq = ?",

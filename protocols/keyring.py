@@ -58,6 +58,13 @@ class Keyring:
         """The entry of key ``kid`` certified for ``name`` in ``role``, or None."""
         return self._by_id.get((role, name, kid))
 
+    def checkpoint_signer(self, vehicle: str, agent: str, kid: str) -> KeyEntry | None:
+        """Who may sign the checkpoints of (vehicle, agent): the vehicle's own certified key,
+        and for the entries made at the collector (agent ``operator``) any collector's."""
+        if agent != "operator":
+            return self.find("vehicle", vehicle, kid)
+        return next((e for e in self.entries if e.role == "collector" and e.key_id == kid), None)
+
     def current(self, role: str, name: str) -> list[KeyEntry]:
         """The entries for ``name`` in ``role`` that are not revoked."""
         return [e for e in self.entries if e.role == role and e.name == name and e.revoked_ms is None]

@@ -3,7 +3,7 @@ entered through :func:`collector.entries.enter` (the path of ``frota collector e
 
 from __future__ import annotations
 
-from collector.entries import EntryError, enter
+from collector.entries import EntryError, EntrySeal, enter
 from collector.tokens import Token
 from collector.web.context import Filters, NotFoundError, Web
 from protocols.records import Record, ms_to_ts
@@ -24,4 +24,7 @@ def close_deadline(web: Web, user: Token, finding_id: str, to: str, now_ms: int)
         raise EntryError("to: say who it was reported to (or 'passengers')")
     rec = {"vehicle": match["vehicle"], "ts": ms_to_ts(now_ms), "kind": "report",
            "finding": finding_id, "to": to}
-    return enter(web.store, web.registry(), rec, now_ms)
+    # The entering user is the API token (its id, and its operator for an operador token).
+    by = f"token {user.id}" + (f" ({user.operator})" if user.operator else "")
+    seal = None if web.signer is None else EntrySeal(web.signer.key_id, web.signer.sign)
+    return enter(web.store, web.registry(), rec, now_ms, by[:64], seal)

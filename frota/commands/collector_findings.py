@@ -84,6 +84,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     _source(parser)
     parser.add_argument("--vehicle", required=True, metavar="ID", help="the vehicle id")
     parser.add_argument("--ts", required=True, metavar="TS", help="when (RFC 3339)")
+    parser.add_argument("--by", metavar="NAME", default=None,
+                        help="who enters it, recorded in the signed entry (default: the OS user)")
 
 
 def _canonical_ts(option: str, value: str) -> str:
@@ -119,6 +121,25 @@ def _open(args: argparse.Namespace) -> tuple[Any, Any]:
         raise UserError(str(err)) from err
 
 
+def _seal(config: Any) -> Any:
+    """The collector's signing key from the configuration's ``[trust]`` (None without one)."""
+    from collector.entries import seal_of
+    from protocols.identity import IdentityError
+
+    trust = config.trust
+    if trust is None:
+        return None
+    try:
+        return seal_of(trust.key_file, trust.cert_file, trust.ca_file)
+    except (IdentityError, OSError) as err:
+        raise UserError(f"trust: the collector's key: {err}") from err
+
+
+def _unsigned_warning() -> None:
+    sys.stderr.write("warning: entry stored unsigned (no collector key: give --config with a "
+                     "[trust] section); frota verify reports it as unsigned\n")
+
+
 def run_enter(args: argparse.Namespace) -> int:
     """Store the operator's record and print it as stored."""
     from collector.store import StoreError
@@ -145,6 +166,16 @@ def run_enter(args: argparse.Namespace) -> int:
         validate(rec)
     except RecordError as err:
         raise UserError(str(err)) from None
+    from collector.entries import EntryError, check_by, enter, os_user
+
+    by = args.by if args.by is not None else os_user()
+    try:
+        check_by(by)
+    except EntryError as err:
+        raise UserError(f"--by: {err}") from None
+    from frota.commands.collector import _config
+
+    seal = _seal(_config(args.config)) if args.config is not None else None
     store, reg = _open(args)
     try:
         if reg is not None and args.vehicle not in reg.vehicles:
@@ -153,11 +184,13 @@ def run_enter(args: argparse.Namespace) -> int:
             raise UserError(f"line {args.line!r} is not in the fleet registry")
         if args.entry == "report" and args.finding is not None:
             _check_deadline(store, args.finding, args.vehicle)
-        stored = store.append(args.vehicle, "operator", rec, now_ms())
-    except StoreError as err:
+        stored = enter(store, None, rec, now_ms(), by, seal)
+    except (StoreError, EntryError) as err:
         raise UserError(str(err)) from err
     finally:
         store.close()
+    if seal is None:
+        _unsigned_warning()
     sys.stdout.write(dumps(stored) + "\n")
     return 0
 
@@ -186,20 +219,29 @@ def _check_deadline(store: Any, finding_id: str, vehicle: str) -> None:
                         f"a deadline: a report answers {', '.join(DEADLINES)}")
 
 
-def store_operator_record(url: str, rec: dict[str, Any]) -> dict[str, Any]:
-    """Validate and store an operator's record in the collector's database at ``url`` (agent
-    ``operator``, the next seq), as ``frota collector enter`` does; returns it as stored.
-    RecordError or StoreError when it cannot be."""
-    from collector.store import open_store
+def store_operator_record(config_file: str, rec: dict[str, Any], by: str) -> dict[str, Any]:
+    """Validate, sign and store an operator's record in the database of the collector configured
+    by ``config_file`` (agent ``operator``, the next seq, ``by``), as ``frota collector enter``
+    does; returns it as stored. UserError, EntryError or StoreError when it cannot be."""
+    from collector.entries import enter
+    from frota.commands.collector import _config
     from protocols.records import now_ms
 
-    validate(rec)
-    store = open_store(url, create=False)
+    config = _config(config_file)
+    seal = _seal(config)
+    store = open_store_of(config.database.url)
     try:
-        stored: dict[str, Any] = store.append(rec["vehicle"], "operator", rec, now_ms())
+        stored: dict[str, Any] = enter(store, None, rec, now_ms(), by, seal)
         return stored
     finally:
         store.close()
+
+
+def open_store_of(url: str) -> Any:
+    """The existing store at ``url``."""
+    from collector.store import open_store
+
+    return open_store(url, create=False)
 
 
 def run_findings(args: argparse.Namespace) -> int:

@@ -194,7 +194,7 @@ class Demo:
         reaches it (what ``frota collector enter trip|incident`` does), in the player's thread."""
         from frota.commands.collector_findings import store_operator_record
 
-        store_operator_record(str(self.database), rec)
+        store_operator_record(str(self.collector_conf), rec, by="demo")
         self.entered.append(f"{rec['kind']} {rec.get('event', rec.get('cause'))} at {rec['ts']}")
 
     def counts(self) -> watch.Counts:

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"store {url}: {report.vehicles} vehicle(s), {report.agents} agent(s), "
           f"{report.records} record(s), {report.hash_only} hash-only entr(ies), "
           f"{report.checkpoints_good} signed checkpoint(s) verified, "
-          f"{report.operator_entries} operator entr(ies) (not chained)")
+          f"{report.operator_entries} operator entr(ies) (signed by the collector)")
     if keyring is None:
         print("no fleet CA given (--ca or the configuration's trust): signatures not checked")
     for problem in keyring.problems if keyring is not None else []:

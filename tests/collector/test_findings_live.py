@@ -162,11 +162,13 @@ def test_enter_rejects_bad_input_in_one_line(tmp_path: Path) -> None:
     assert bad_ts.stderr.count("\n") == 1
     assert "--ts" in bad_ts.stderr
     ok = _frota("collector", "enter", "incident", "--db", str(db), "--vehicle", "V",
-                "--ts", "2026-03-03T14:00:00Z", "--cause", "accident_victims")
+                "--ts", "2026-03-03T14:00:00Z", "--cause", "accident_victims", "--by", "maria")
     assert ok.returncode == 0, ok.stderr
+    # who entered it, chained from the start (docs/trust.md; unsigned: --db has no [trust])
     assert json.loads(ok.stdout) == {"vehicle": "V", "ts": "2026-03-03T14:00:00.000Z",
                                      "kind": "incident", "agent": "operator", "seq": 1,
-                                     "cause": "accident_victims", "carrier_fault": False}
+                                     "cause": "accident_victims", "carrier_fault": False,
+                                     "by": "maria", "prev": "0" * 64}
     none = _frota("collector", "findings", "--db", str(db))
     assert (none.returncode, none.stdout) == (0, "")
     assert "never evaluated" in none.stderr

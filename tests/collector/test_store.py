@@ -182,17 +182,6 @@ def test_without_a_bound_every_reject_payload_is_kept(store: Store) -> None:
     assert store.rejects_tally.kept_bytes == 2000
 
 
-def test_operator_records_get_the_next_seq(store: Store) -> None:
-    incident = {"ts": "2026-03-02T15:00:00.000Z", "kind": "incident", "cause": "breakdown"}
-    first = store.append(V1, "operator", incident, T0)
-    second = store.append(V1, "operator", incident, T0)
-    assert first == {"vehicle": V1, "ts": "2026-03-02T15:00:00.000Z", "kind": "incident",
-                     "agent": "operator", "seq": 1, "cause": "breakdown"}
-    assert second["seq"] == 2
-    assert [i for i, _ in store.records_after(0)] == sorted(i for i, _ in store.records_after(0))
-    assert len(store.records_after(0)) == 2
-
-
 def test_reopening_applies_no_migration_twice_and_keeps_data(store_url: str) -> None:
     first = open_store(store_url)
     first.put([record_row(speed(V1, "a1", 1), T0)])
