@@ -17,7 +17,7 @@ import hashlib
 import logging
 import os
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,39 @@ def _rows(reader: BufferReader, days: int) -> tuple[list[str], int | None, int |
 
 def export(config: AgentConfig, days: int, out: Path) -> Exported:
     """Write the bundle of the last ``days`` days to ``out`` (a file, or a folder such as a USB
-    stick's mount point: ``frota-VEHICLE-AAAA-MM-DD.zip`` in it)."""
+    stick's mount point: ``frota-VEHICLE-AAAA-MM-DD.zip`` in it); logged."""
+    data, made = bundle_bytes(config, days)
+    day = ms_to_ts(made.until_ms if made.until_ms is not None else hostclock.wall_ms())[:10]
+    target = out / f"frota-{config.vehicle}-{day}.zip" if out.is_dir() else out
+    _write(target, data)
+    done = replace(made, path=target)
+    log_export(config, done, str(target))
+    return done
+
+
+def _pack(config: AgentConfig, agent_id: str | None, bodies: list[str], since: int | None,
+          until: int | None, signer: BundleSigner | None, now: int) -> tuple[bytes, dict[str, Any]]:
+    """The bundle's bytes and its manifest's fields from the buffer's record bodies."""
+    lines: list[bytes] = []
+    for body in bodies:
+        try:
+            lines.append(canonical(orjson.loads(body)))
+        except (orjson.JSONDecodeError, RecordError, TypeError, ValueError) as err:
+            raise ExportError(f"a buffered record cannot be exported: {err}") from None
+    records = b"".join(line + b"\n" for line in lines)
+    manifest: dict[str, Any] = {
+        "vehicle": config.vehicle, "agent": agent_id, "made_by": "agent",
+        "from": None if since is None else ms_to_ts(since),
+        "to": None if until is None else ms_to_ts(until),
+        "timezone": "UTC", "created": ms_to_ts(now), "records": len(lines), "findings": None,
+        "record_schema": 1, "chains": chains(lines),
+    }
+    return pack({"records.jsonl": records}, manifest, signer), manifest
+
+
+def bundle_bytes(config: AgentConfig, days: int) -> tuple[bytes, Exported]:
+    """The bundle of the last ``days`` days as bytes (nothing written, nothing logged), and what
+    it holds (``path`` empty)."""
     if not 1 <= days <= MAX_DAYS:
         raise ExportError(f"--days must be 1 to {MAX_DAYS}")
     signer = signer_of(config)
@@ -109,31 +141,12 @@ def export(config: AgentConfig, days: int, out: Path) -> Exported:
         raise ExportError(str(err)) from None
     except sqlite3.Error as err:  # mid-read: a buffer being replaced, a bad disk
         raise ExportError(f"cannot read the buffer {config.buffer.path}: {err}") from None
-    lines: list[bytes] = []
-    for body in bodies:
-        try:
-            lines.append(canonical(orjson.loads(body)))
-        except (orjson.JSONDecodeError, RecordError, TypeError, ValueError) as err:
-            raise ExportError(f"a buffered record cannot be exported: {err}") from None
-    records = b"".join(line + b"\n" for line in lines)
     now = hostclock.wall_ms()
-    manifest: dict[str, Any] = {
-        "vehicle": config.vehicle, "agent": agent_id, "made_by": "agent",
-        "from": None if since is None else ms_to_ts(since),
-        "to": None if until is None else ms_to_ts(until),
-        "timezone": "UTC", "created": ms_to_ts(now), "records": len(lines), "findings": None,
-        "record_schema": 1, "chains": chains(lines),
-    }
-    data = pack({"records.jsonl": records}, manifest, signer)
-    target = out / f"frota-{config.vehicle}-{ms_to_ts(until or now)[:10]}.zip" if out.is_dir() \
-        else out
-    _write(target, data)
+    data, manifest = _pack(config, agent_id, bodies, since, until, signer, now)
     seqs = [c for c in manifest["chains"] if c["agent"] == agent_id]
-    done = Exported(target, len(lines), seqs[0]["first_seq"] if seqs else None,
-                    seqs[0]["last_seq"] if seqs else None, since, until,
-                    hashlib.sha256(data).hexdigest(), signer is not None)
-    _log(config, done, now)
-    return done
+    return data, Exported(Path(), len(bodies), seqs[0]["first_seq"] if seqs else None,
+                          seqs[0]["last_seq"] if seqs else None, since, until,
+                          hashlib.sha256(data).hexdigest(), signer is not None)
 
 
 def _write(target: Path, data: bytes) -> None:
@@ -156,16 +169,24 @@ def _write(target: Path, data: bytes) -> None:
         raise ExportError(f"cannot write {target}: {err.strerror or err}") from None
 
 
-def _log(config: AgentConfig, done: Exported, now: int) -> None:
-    entry = {"at": ms_to_ts(now), "vehicle": config.vehicle, "file": str(done.path),
+def log_export(config: AgentConfig, done: Exported, to: str) -> None:
+    """Log an export (``to``: the file, or who it was served to) in ``exports.log`` beside the
+    buffer and in the log."""
+    now = hostclock.wall_ms()
+    entry = {"at": ms_to_ts(now), "vehicle": config.vehicle, "to": to,
              "from": None if done.since_ms is None else ms_to_ts(done.since_ms),
-             "to": None if done.until_ms is None else ms_to_ts(done.until_ms),
+             "until": None if done.until_ms is None else ms_to_ts(done.until_ms),
              "records": done.records, "first_seq": done.first_seq, "last_seq": done.last_seq,
              "signed": done.signed, "sha256": done.sha256}
     log.info("export: %d records of %s (seq %s to %s) to %s, sha256 %s", done.records,
-             config.vehicle, done.first_seq, done.last_seq, done.path, done.sha256)
+             config.vehicle, done.first_seq, done.last_seq, to, done.sha256)
+    append_log(config, EXPORT_LOG, entry)
+
+
+def append_log(config: AgentConfig, name: str, entry: dict[str, Any]) -> None:
+    """One JSON line appended to the log file ``name`` beside the buffer."""
     try:
-        with (config.buffer.path.parent / EXPORT_LOG).open("ab") as f:
+        with (config.buffer.path.parent / name).open("ab") as f:
             f.write(orjson.dumps(entry) + b"\n")
     except OSError as err:  # a read-only /var/lib/frota for this user: said, not fatal
-        log.warning("export: cannot append to %s: %s", EXPORT_LOG, err.strerror or err)
+        log.warning("cannot append to %s: %s", name, err.strerror or err)

@@ -78,6 +78,23 @@ def register(subparsers: Any) -> None:
     export_parser.add_argument("--out", required=True, metavar="PATH",
                                help="the bundle file to write, or a folder to write it in")
     export_parser.set_defaults(func=export)
+    page_parser = sub.add_parser(
+        "page",
+        help="serve the read-only roadside page for an inspector's phone on the bus's network",
+        description="Serve a small read-only page (last 24 h, the Disco do dia, the signed "
+        "bundle) on the bus's local network. Every request needs an inspector's token from "
+        "'frota collector inspector-token', checked offline against the fleet CA; every read is "
+        "logged (roadside.log beside the buffer). Plain HTTP: see docs/roadside.md, 'Where TLS "
+        "ends'.",
+    )
+    page_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    page_parser.add_argument("--listen", required=True, metavar="HOST:PORT",
+                             help="the bus's local-network address to listen on (its Wi-Fi's, "
+                             "never the modem's), e.g. 192.168.50.1:8080")
+    page_parser.add_argument("--timezone", default="America/Sao_Paulo", metavar="ZONE",
+                             help="the bus's local time zone for the disc (default "
+                             "America/Sao_Paulo)")
+    page_parser.set_defaults(func=page)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -226,4 +243,37 @@ def export(args: argparse.Namespace) -> int:
     seqs = "" if done.first_seq is None else f" (seq {done.first_seq} to {done.last_seq})"
     print(f"wrote {done.path}: {done.records} record(s){seqs}, sha256 {done.sha256}; "
           f"check it with: frota verify {done.path} --ca CA_FILE")
+    return 0
+
+
+def page(args: argparse.Namespace) -> int:
+    """Serve the roadside page."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from agent import logsetup
+    from agent.config import ConfigError, load_config
+    from agent.roadside_page import serve
+    from protocols.identity import IdentityError, load_cert_file
+
+    logsetup.configure(level=args.log_level)
+    try:
+        config = load_config(args.config)
+    except ConfigError as err:
+        raise UserError(str(err)) from err
+    if config.identity is None:
+        raise UserError(f"{args.config}: no [identity]: the page needs the fleet CA to check "
+                        "inspectors' tokens")
+    ca_file = config.identity.ca_file or config.identity.cert_file.parent / "ca.crt"
+    try:
+        fleet_ca = load_cert_file(ca_file)
+    except IdentityError as err:
+        raise UserError(str(err)) from err
+    try:
+        zone = ZoneInfo(args.timezone)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise UserError(f"--timezone {args.timezone!r} is not a time zone") from None
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UserError(f"--listen {args.listen!r} is not HOST:PORT")
+    serve(config, fleet_ca, zone, host.strip("[]"), int(port))
     return 0

@@ -68,6 +68,10 @@ def register(subparsers: Any) -> None:
 
     collector_rejects.add_subcommands(sub)  # rejects replay
 
+    from frota.commands import collector_inspector
+
+    collector_inspector.add_subcommands(sub)  # inspector-token
+
 
 def _config(path: str) -> Any:
     from collector.config import ConfigError, load_config

@@ -76,7 +76,7 @@ def test_an_export_of_the_last_day_verifies(bus: tuple[Path, Path], tmp_path: Pa
     (entry,) = [json.loads(line) for line in
                 (tmp_path / "exports.log").read_text().splitlines()]
     assert (entry["records"], entry["first_seq"], entry["last_seq"]) == (24, 49, 72)
-    assert entry["file"] == str(path)
+    assert entry["to"] == str(path)
 
 
 def test_a_tampered_agent_bundle_is_rejected_where(bus: tuple[Path, Path], tmp_path: Path) -> None:
