@@ -52,12 +52,13 @@ class BundleSigner:
 def chains(lines: Iterable[bytes]) -> list[dict[str, Any]]:
     """Each agent's chain among canonical record lines, for the manifest: ``agent``,
     ``first_seq``, ``first_prev`` (None when unchained), ``last_seq``, ``last_hash``, ``records``.
-    Records without ``agent``/``seq`` (operator entries) are not chained and not listed."""
+    Operator entries are a chain of their own (agent ``operator``, chained by the collector,
+    docs/trust.md); records without ``agent``/``seq`` are not listed."""
     by_agent: dict[str, dict[str, Any]] = {}
     for line in lines:
         rec = orjson.loads(line)
         agent, seq = rec.get("agent"), rec.get("seq")
-        if not isinstance(agent, str) or type(seq) is not int or agent == "operator":
+        if not isinstance(agent, str) or type(seq) is not int:
             continue
         digest = hashlib.sha256(line).hexdigest()  # a canonical line: its chain hash
         entry = by_agent.get(agent)

@@ -214,7 +214,7 @@ def _check_records(report: BundleReport, data: bytes) -> None:
             report.problems.append(Problem("other_vehicle", file=RECORDS, line=number,
                                            detail={"vehicle": rec.get("vehicle")}))
         agent, seq = rec.get("agent"), rec.get("seq")
-        if not isinstance(agent, str) or type(seq) is not int or agent == "operator":
+        if not isinstance(agent, str) or type(seq) is not int:
             report.unchained += 1
             continue
         seqs = by_agent.setdefault(agent, {})

@@ -84,7 +84,7 @@ WORDS: dict[str, dict[str, str]] = {
         "ca_own": "fleet CA: the bundle's own (SHA-256 {fp}) — NOT compared with yours; "
                   "give --ca FILE to check it against the fleet's",
         "records": "{records} record(s), {chained} chained, {unchained} not chained "
-                   "(operator entries or records from before chaining)",
+                   "(records stored before chaining)",
         "agent": "  agent {agent}: seq {first} to {last}",
         "intact": "INTACT: signature, files, hash chain and sequence check out",
         "not_intact": "NOT INTACT: {n} problem(s)",
@@ -99,7 +99,7 @@ WORDS: dict[str, dict[str, str]] = {
         "ca_own": "AC da frota: a do próprio pacote (SHA-256 {fp}) — NÃO comparada com a sua; "
                   "use --ca ARQUIVO para conferir com a da frota",
         "records": "{records} registro(s), {chained} encadeado(s), {unchained} sem cadeia "
-                   "(lançamentos do operador ou registros anteriores ao encadeamento)",
+                   "(registros anteriores ao encadeamento)",
         "agent": "  agente {agent}: seq {first} a {last}",
         "intact": "ÍNTEGRO: assinatura, arquivos, cadeia de hashes e sequência conferem",
         "not_intact": "NÃO ÍNTEGRO: {n} problema(s)",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 
+from collector.entries import enter
 from collector.store import open_store, record_row
 from protocols.chain import GENESIS, record_hash
 from protocols.records import ts_to_ms
@@ -17,7 +18,8 @@ from tests.pages.fleet import AS_OF, _render, write_registry
 
 def chained_store(folder: Path) -> tuple[Path, Path]:
     """``sp-clean`` (FRT1A01, 2026-03-02) as one agent's chain (agent ``a1``, seq 1.., prev as
-    docs/trust.md says) in a SQLite store; (database, registry)."""
+    docs/trust.md says) and two operator entries chained by the collector's entry path, in a SQLite
+    store; (database, registry)."""
     registry = write_registry(folder)
     records = _render("sp-clean", folder / "clean.jsonl")
     records.sort(key=lambda r: ts_to_ms(str(r["ts"])))
@@ -31,6 +33,10 @@ def chained_store(folder: Path) -> tuple[Path, Path]:
     store = open_store(str(db))
     try:
         store.put(rows, (), [("FRT1A01", ts_to_ms(str(records[-1]["ts"])), AS_OF, "a1")])
+        # two operator entries that day: the collector's own chain (agent "operator", seq 1-2)
+        for hour in ("15", "16"):
+            enter(store, None, {"vehicle": "FRT1A01", "ts": f"2026-03-02T{hour}:00:00Z",
+                                "kind": "incident", "cause": "breakdown"}, AS_OF, "inspetor", None)
     finally:
         store.close()
     return db, registry

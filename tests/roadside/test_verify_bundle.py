@@ -52,6 +52,7 @@ def test_a_fresh_bundle_is_intact(fresh: tuple[bytes, Path], tmp_path: Path,
     assert "INTACT" in out
     assert "NOT INTACT" not in out
     assert "agent a1: seq 1 to" in out
+    assert "agent operator: seq 1 to 2" in out
     assert _verify(tmp_path, data, "--ca", str(ca_file), "--lang", "pt-BR") == 0
     out = capsys.readouterr().out
     assert "ÍNTEGRO" in out
@@ -90,6 +91,13 @@ def test_a_record_removed_is_found_with_its_seq(fresh: tuple[bytes, Path], tmp_p
     # at the end of the chain: found against the manifest's chain end
     last = tamper(data, lambda ls: ls[:-1])
     assert [c for c in _codes(last, ca_file) if c[0] == "chain_end"]
+    # an operator entry deleted (the first of the collector's operator chain)
+    no_entry = tamper(data, lambda ls: [line for line in ls
+                                        if not line.startswith(b'{"agent":"operator"')
+                                        or b'"seq":2' in line])
+    report = check_bundle(no_entry, identity.load_cert_file(ca_file))
+    assert [(p.code, p.agent, p.seq) for p in report.problems if p.code == "chain_start"] == [
+        ("chain_start", "operator", 2)]
 
 
 def test_a_record_changed_is_found_at_the_next_link(fresh: tuple[bytes, Path],
