@@ -27,8 +27,8 @@ import paho.mqtt.client as mqtt
 
 from agent.acks import AckGate
 from agent.buffer import Buffer, BufferError
+from agent.checkpoints import CheckpointSigner
 from agent.config import AgentConfig
-from protocols.chain import sign_checkpoint
 from protocols.identity import load_signing_key
 from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, Will, make_client
 from protocols.uplink import (
@@ -118,6 +118,9 @@ class Uplink:
         ident = config.identity
         self.gate = AckGate(self.agent, ident.ca_file if ident is not None else None)
         self.signing_key = load_signing_key(ident.key_file) if ident is not None else None
+        #: Checkpoints per batch and per minute (agent/checkpoints.py); None: nothing is signed.
+        self.checkpoints = (CheckpointSigner(self.signing_key, self.vehicle, self.agent)
+                            if self.signing_key is not None else None)
         self._acks: queue.Queue[Ack] = queue.Queue()
         self._connected_gen = 0  # bumped by every successful connect (paho's thread)
         self._seen_gen = 0
@@ -237,8 +240,11 @@ class Uplink:
                 raise
 
     def _round(self) -> None:
-        """Apply acks, start over after a reconnect, resend late batches, fill the window."""
+        """Apply acks, sign the minute's checkpoint if owed, start over after a reconnect,
+        resend late batches, fill the window, send a held checkpoint."""
         self._apply_acks()
+        if self.checkpoints is not None:
+            self.checkpoints.tick(self.buffer)
         if not self.stats.connected:
             return
         replay = self.buffer.replay_gen()
@@ -254,6 +260,23 @@ class Uplink:
         self._resend_late()
         self._send_live()
         self._send_backlog()
+        self._send_held_checkpoint()
+
+    def _send_held_checkpoint(self) -> None:
+        """The timer's checkpoint no batch carried, sent alone (a batch with no records)."""
+        signer = self.checkpoints
+        if signer is None or signer.held is None:
+            return
+        payload = encode_batch_json(self.vehicle, self.agent, [],
+                                    compress=self.config.uplink.compress, checkpoint=signer.held)
+        try:
+            self.client.send(up_topic(self.vehicle), payload, qos=1)
+        except MqttError as err:
+            log.info("%s: the held checkpoint is sent later", err)
+            return
+        signer.held = None
+        self.stats.batches_sent += 1
+        self.stats.bytes_sent += len(payload)
 
     def _apply_acks(self) -> None:
         """Record every ack that has arrived and names what this agent sent (agent/acks.py),
@@ -356,13 +379,13 @@ class Uplink:
 
     def _checkpoint(self, rows: list[tuple[int, str]]) -> dict[str, object] | None:
         """The signed checkpoint of the chain at the batch's last seq (docs/trust.md)."""
-        if self.signing_key is None or not rows:
+        if self.checkpoints is None or not rows:
             return None
         last = max(seq for seq, _ in rows)
         digest = self.buffer.hashes([last]).get(last)
         if digest is None:
             return None
-        return sign_checkpoint(self.signing_key, self.vehicle, self.agent, last, digest).json()
+        return self.checkpoints.for_batch(last, digest)
 
     def _publish(self, rows: list[tuple[int, str]], lane: str) -> None:
         """Send rows as one batch with its checkpoint (split if the payload would be too large)

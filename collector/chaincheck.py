@@ -44,7 +44,21 @@ class Problem:
     seq: int | None
     cause: str  # altered, missing, inserted, chain_break, bad_signature, unsigned, conflict
     detail: str
+    #: The record's time; for a stretch (a gap, unsigned records), the time of the record
+    #: before it or of its first record. None: not known (that side of a stretch is open).
     ts_ms: int | None = None
+    #: For a stretch, the time of its last record or of the record after it.
+    end_ms: int | None = None
+    stretch: bool = False
+
+    def within(self, since_ms: int | None, until_ms: int | None) -> bool:
+        """Whether the problem may lie in [since, until): one whose time is not known is always
+        within; a stretch is within when it overlaps the period (an unknown end is open)."""
+        lo = self.ts_ms
+        hi = self.end_ms if self.stretch else lo
+        if since_ms is not None and hi is not None and hi < since_ms:
+            return False
+        return not (until_ms is not None and lo is not None and lo >= until_ms)
 
 
 @dataclass
@@ -140,18 +154,19 @@ def _check_agent(store: Store, keyring: Keyring | None, vehicle: str, agent: str
             problems.append(Problem(vehicle, agent, seq, "altered",
                                     f"stored under seq {seq} but says seq {rec.get('seq')}", ts_ms))
         chain[seq] = (digest, rec.get("prev") if rec is not None else None)
+    times = {seq: ts for seq, (_, ts) in records.items()}
     for seq, (digest, prev, state) in links.items():
         if seq in chain:
             continue
         if state in ("stored",):
             problems.append(Problem(vehicle, agent, seq, "missing",
-                                    "record received and stored, now gone from the store"))
+                                    "record received and stored, now gone from the store",
+                                    times.get(seq - 1), times.get(seq + 1), stretch=True))
         else:
             report.hash_only += 1
         chain[seq] = (digest, prev)
     if not chain:
         return
-    times = {seq: ts for seq, (_, ts) in records.items()}
     last = max(chain)
     expected: str | None = GENESIS
     seq = 1
@@ -161,7 +176,9 @@ def _check_agent(store: Store, keyring: Keyring | None, vehicle: str, agent: str
             while end + 1 <= last and end + 1 not in chain:
                 end += 1
             what = f"seq {seq}" if end == seq else f"seq {seq}-{end}"
-            problems.append(Problem(vehicle, agent, seq, "missing", f"{what} not in the store"))
+            # between the record before the gap and the one after it (either may be unknown)
+            problems.append(Problem(vehicle, agent, seq, "missing", f"{what} not in the store",
+                                    times.get(seq - 1), times.get(end + 1), stretch=True))
             expected, seq = None, end + 1
             continue
         digest, prev = chain[seq]
@@ -202,7 +219,8 @@ def _check_checkpoints(store: Store, keyring: Keyring | None, vehicle: str, agen
     if covered < last:
         report.problems.append(Problem(
             vehicle, agent, covered + 1, "unsigned",
-            f"seq {covered + 1}-{last} not covered by a signed checkpoint", times.get(covered + 1)))
+            f"seq {covered + 1}-{last} not covered by a signed checkpoint", times.get(covered + 1),
+            times.get(last), stretch=True))
 
 
 def _check_frames(store: Store, vehicle: str, report: Report) -> None:
@@ -225,5 +243,6 @@ def _check_frames(store: Store, vehicle: str, report: Report) -> None:
             first, last = previous + 1, number - 1
             what = f"frame {first}" if first == last else f"frames {first}-{last}"
             report.problems.append(Problem(vehicle, "registrador", first, "missing",
-                                           f"registrador {what} not in the store", int(ts_ms)))
+                                           f"registrador {what} not in the store", previous_ms,
+                                           int(ts_ms), stretch=True))
         previous, previous_ms = number, int(ts_ms)

@@ -97,11 +97,9 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(err)) from err
     finally:
         store.close()
-    shown = [
-        p for p in report.problems
-        if p.ts_ms is None
-        or ((since is None or p.ts_ms >= since) and (until is None or p.ts_ms < until))
-    ]
+    # --since/--until limit the problems shown, never what is checked (docs/trust.md)
+    shown = [p for p in report.problems if p.within(since, until)]
+    outside = len(report.problems) - len(shown)
     print(f"store {url}: {report.vehicles} vehicle(s), {report.agents} agent(s), "
           f"{report.records} record(s), {report.hash_only} hash-only entr(ies), "
           f"{report.checkpoints_good} signed checkpoint(s) verified, "
@@ -110,12 +108,29 @@ def run(args: argparse.Namespace) -> int:
         print("no fleet CA given (--ca or the configuration's trust): signatures not checked")
     for problem in keyring.problems if keyring is not None else []:
         print(f"keyring: {problem}")
+    if since is not None or until is not None:
+        period = (f"from {ms_to_ts(since) if since is not None else 'the start'} "
+                  f"until {ms_to_ts(until) if until is not None else 'the end'}")
+        print(f"problems shown: {period} (every chain checked whole; "
+              f"{outside} problem(s) outside it not shown)")
     if not shown:
-        print("intact: every record verifies")
+        print("intact: every record verifies" if not outside
+              else "intact in that period: every record in it verifies")
         return 0
     print(f"NOT INTACT: {len(shown)} problem(s)")
     for p in sorted(shown, key=lambda p: (p.vehicle, p.agent, p.seq or 0)):
-        when = f" ({ms_to_ts(p.ts_ms)})" if p.ts_ms is not None else ""
+        when = _when(p)
         where = f"seq {p.seq}" if p.agent != "registrador" else "frame"
         print(f"  {p.vehicle} agent {p.agent} {where}: {p.cause}: {p.detail}{when}")
     return NOT_INTACT
+
+
+def _when(p: Any) -> str:
+    """The problem's time: a record's, or the span of a stretch (its known ends)."""
+    if not p.stretch:
+        return f" ({ms_to_ts(p.ts_ms)})" if p.ts_ms is not None else ""
+    if p.ts_ms is None and p.end_ms is None:
+        return ""
+    lo = ms_to_ts(p.ts_ms) if p.ts_ms is not None else "?"
+    hi = ms_to_ts(p.end_ms) if p.end_ms is not None else "?"
+    return f" (between {lo} and {hi})"
