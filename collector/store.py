@@ -134,7 +134,7 @@ def record_row(rec: Record, received_ms: int) -> tuple[Any, ...]:
         rec["kind"],
         rec.get("device_seq"),
         device_key(rec, ts_ms),
-        rec.get("raw"),
+        None,  # raw: stored once, in the record's JSON (the canonical record the chain hashes)
         # orjson: the same compact JSON as records.dumps (keys in received order), 5x faster
         orjson.dumps(rec).decode(),
         received_ms,
