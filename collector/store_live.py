@@ -41,17 +41,21 @@ def state(store: Store, name: str) -> int | None:
     return None if not rows else int(rows[0][0])
 
 
-def arrived(store: Store, after_id: int) -> Arrived:
-    """What arrived after row ``after_id`` (a range of the primary key: costs what arrived)."""
+def arrived(store: Store, after_id: int, page: int = 10_000) -> Arrived:
+    """What arrived after row ``after_id``: a range of the primary key read page by page and
+    summed up here (a GROUP BY vehicle would let SQLite walk a vehicle index, i.e. the store)."""
     earliest: dict[str, int] = {}
     newest = after_id
-    for vehicle, low, top in store._read(
-        "SELECT vehicle, min(ts_ms), max(id) FROM records WHERE id > ? GROUP BY vehicle",
-        (after_id,),
-    ):
-        earliest[str(vehicle)] = int(low)
-        newest = max(newest, int(top))
-    return Arrived(earliest, newest)
+    while True:
+        rows = store._read("SELECT id, vehicle, ts_ms FROM records WHERE id > ? ORDER BY id "
+                           "LIMIT ?", (newest, page))
+        for row_id, vehicle, ts_ms in rows:
+            key, ms = str(vehicle), int(ts_ms)
+            if ms < earliest.get(key, ms + 1):
+                earliest[key] = ms
+            newest = int(row_id)
+        if len(rows) < page:
+            return Arrived(earliest, newest)
 
 
 def parts(store: Store) -> dict[str, str]:
@@ -125,10 +129,10 @@ def write(store: Store, *, part: str, new_parts: Iterable[tuple[str, str]],
             "AND boundary_ms >= ? AND EXISTS (SELECT 1 FROM live_checkpoints o WHERE "
             "o.part = live_checkpoints.part AND o.tail = 0 "
             "AND o.boundary_ms < live_checkpoints.boundary_ms "
-            "AND o.boundary_ms / ? = live_checkpoints.boundary_ms / ?)",
+            "AND o.boundary_ms >= live_checkpoints.boundary_ms / ? * ?)",
             [(part, thin_before_ms,
-              min(thin_before_ms - 4 * thin_every_ms,
-                  thin_before_ms if since_ms is None else since_ms),
+              -(1 << 62) if since_ms is None else min(thin_before_ms - 4 * thin_every_ms,
+                                                       since_ms),
               thin_every_ms, thin_every_ms)]))
     statements += [
         ("DELETE FROM findings WHERE id = ?", [(i,) for i in gone]),
