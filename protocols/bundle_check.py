@@ -7,7 +7,8 @@ certificate issued by the fleet CA (``--ca``; else the bundle's own CA, said so)
 may sign (a vehicle's key only for its own vehicle), every file's SHA-256 and size, no file
 beyond those listed, ``records.jsonl`` in canonical form, its count, and each agent's hash chain:
 duplicates, a ``prev`` that does not match the record before (a record changed, inserted or
-removed there), seq gaps (records missing), and the chain's ends against the manifest's
+removed there), seq gaps (records missing) — followed through the manifest's ``outside`` links
+of seqs whose records lie outside the period — and the chain's ends against the manifest's
 ``chains`` (a record changed, removed or added at either end).
 """
 
@@ -37,6 +38,7 @@ from protocols.bundle import (
 )
 from protocols.canonical import canonical
 from protocols.chain import GENESIS
+from protocols.records import RecordError, ts_to_ms
 
 #: The largest member read (bytes): 31 days of a bus at 1 Hz are about 0.75 GB of records.
 MAX_MEMBER = 2 << 30
@@ -67,6 +69,7 @@ class BundleReport:
     ca_given: bool = False
     records: int = 0
     chained: int = 0
+    outside: int = 0  # links of seqs outside the period followed
     unchained: int = 0
     agents: dict[str, tuple[int, int]] = field(default_factory=dict)  # agent: (first, last) seq
     problems: list[Problem] = field(default_factory=list)
@@ -226,27 +229,61 @@ def _check_records(report: BundleReport, data: bytes) -> None:
     if report.records != report.manifest.get("records"):
         report.problems.append(Problem("count", file=RECORDS, detail={
             "found": report.records, "manifest": report.manifest.get("records")}))
+    links = _outside(report)
     for agent, seqs in sorted(by_agent.items()):
-        _check_chain(report, agent, seqs)
+        _check_chain(report, agent, seqs, links.get(agent, {}))
     _check_ends(report, by_agent)
 
 
-def _check_chain(report: BundleReport, agent: str, seqs: dict[int, tuple[int, str, Any]]) -> None:
+def _outside(report: BundleReport) -> dict[str, dict[int, tuple[int, str, Any]]]:
+    """The manifest's links of seqs outside the period (collector/bundle_links.py), as chain
+    nodes with line 0; a link whose record's time is inside the period is a record missing."""
+    listed = report.manifest.get("outside") or []
+    out: dict[str, dict[int, tuple[int, str, Any]]] = {}
+    if not isinstance(listed, list):
+        report.problems.append(Problem("no_manifest", file=MANIFEST))
+        return out
+    try:
+        lo, hi = ts_to_ms(str(report.manifest.get("from"))), ts_to_ms(str(report.manifest.get("to")))
+    except RecordError:
+        lo, hi = 0, -1
+    for entry in listed:
+        if not isinstance(entry, dict):
+            continue
+        agent, seq, digest, ts = entry.get("agent"), entry.get("seq"), entry.get("hash"), entry.get("ts")
+        if not isinstance(agent, str) or type(seq) is not int or not isinstance(digest, str):
+            report.problems.append(Problem("no_manifest", file=MANIFEST))
+            continue
+        try:
+            inside = isinstance(ts, str) and lo <= ts_to_ms(ts) < hi
+        except RecordError:
+            inside = False
+        if inside:
+            report.problems.append(Problem("missing_in_period", file=RECORDS, agent=agent,
+                                           seq=seq, detail={"ts": ts}))
+        out.setdefault(agent, {})[seq] = (0, digest, entry.get("prev"))
+        report.outside += 1
+    return out
+
+
+def _check_chain(report: BundleReport, agent: str, records: dict[int, tuple[int, str, Any]],
+                 outside: dict[int, tuple[int, str, Any]]) -> None:
+    seqs = {**outside, **records}  # a record in the bundle wins over a link for its seq
     order = sorted(seqs)
-    report.agents[agent] = (order[0], order[-1])
+    report.agents[agent] = (min(records), max(records))
     for before, seq in itertools.pairwise(order):
         line, _, prev = seqs[seq]
         if seq != before + 1:
-            report.problems.append(Problem("gap", file=RECORDS, line=line, agent=agent, seq=seq,
+            report.problems.append(Problem("gap", file=RECORDS, line=line or None, agent=agent,
+                                           seq=seq,
                                            detail={"first": before + 1, "last": seq - 1}))
         elif prev is None:
             continue
         elif prev != seqs[before][1]:
-            report.problems.append(Problem("broken_link", file=RECORDS, line=line, agent=agent,
-                                           seq=seq, detail={"before": before}))
-    report.chained += sum(1 for _, _, prev in seqs.values() if prev is not None)
-    if seqs[order[0]][2] is None:
-        report.unchained += sum(1 for _, _, prev in seqs.values() if prev is None)
+            report.problems.append(Problem("broken_link", file=RECORDS, line=line or None,
+                                           agent=agent, seq=seq, detail={"before": before}))
+    report.chained += sum(1 for _, _, prev in records.values() if prev is not None)
+    report.unchained += sum(1 for _, _, prev in records.values() if prev is None)
     first_line, _, first_prev = seqs[order[0]]
     if order[0] == 1 and first_prev not in (None, GENESIS):
         report.problems.append(Problem("broken_link", file=RECORDS, line=first_line, agent=agent,

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from collector.bundle_links import outside_links
 from collector.web import dayview, svg
 from collector.web.context import Filters, Web
 from collector.web.localtime import Day, local
@@ -71,7 +72,18 @@ def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
         "findings": len(found), "findings_as_of": None if as_of is None else ms_to_ts(as_of),
         "record_schema": 1, "chains": chains(lines),
     }
+    manifest["outside"] = outside_links(web.store, vehicle, manifest["chains"], _seqs(lines))
     return pack(files, manifest, signer)
+
+
+def _seqs(lines: list[bytes]) -> dict[str, set[int]]:
+    """Each agent's seqs among the record lines."""
+    out: dict[str, set[int]] = {}
+    for line in lines:
+        rec = orjson.loads(line)
+        if isinstance(rec.get("agent"), str) and type(rec.get("seq")) is int:
+            out.setdefault(rec["agent"], set()).add(rec["seq"])
+    return out
 
 
 def day_period(web: Web, vehicle: str, day_text: str) -> tuple[int, int]:

@@ -42,6 +42,8 @@ MESSAGES: dict[str, dict[str, str]] = {
         "chain_end": "the chain ends at seq {seq}, not where the manifest says ({manifest}) or "
                      "with another hash: a record removed, changed or added at its end",
         "chain_count": "{found} records of this agent, the manifest says {manifest}",
+        "missing_in_period": "seq {seq} is a record of {ts}, inside the period, missing from "
+                             "the bundle",
     },
     "pt-BR": {
         "not_a_bundle": "não é um pacote (não é um arquivo ZIP)",
@@ -73,6 +75,8 @@ MESSAGES: dict[str, dict[str, str]] = {
         "chain_end": "a cadeia termina no seq {seq}, não onde o manifesto diz ({manifest}) ou "
                      "com outro hash: registro suprimido, alterado ou incluído no fim",
         "chain_count": "{found} registros deste agente; o manifesto diz {manifest}",
+        "missing_in_period": "o seq {seq} é um registro de {ts}, dentro do período, ausente do "
+                             "pacote",
     },
 }
 
@@ -86,6 +90,8 @@ WORDS: dict[str, dict[str, str]] = {
         "records": "{records} record(s), {chained} chained, {unchained} not chained "
                    "(records stored before chaining)",
         "agent": "  agent {agent}: seq {first} to {last}",
+        "outside": "{n} link(s) of records outside the period followed (their hashes are in the "
+                   "signed manifest)",
         "intact": "INTACT: signature, files, hash chain and sequence check out",
         "not_intact": "NOT INTACT: {n} problem(s)",
         "line": "line", "agent_word": "agent",
@@ -101,6 +107,8 @@ WORDS: dict[str, dict[str, str]] = {
         "records": "{records} registro(s), {chained} encadeado(s), {unchained} sem cadeia "
                    "(registros anteriores ao encadeamento)",
         "agent": "  agente {agent}: seq {first} a {last}",
+        "outside": "{n} elo(s) de registros fora do período seguidos (seus hashes estão no "
+                   "manifesto assinado)",
         "intact": "ÍNTEGRO: assinatura, arquivos, cadeia de hashes e sequência conferem",
         "not_intact": "NÃO ÍNTEGRO: {n} problema(s)",
         "line": "linha", "agent_word": "agente",
@@ -148,6 +156,8 @@ def render(path: str, report: BundleReport, lang: str) -> list[str]:
                                            unchained=report.unchained))
     for agent, (first, last) in sorted(report.agents.items()):
         out.append(words["agent"].format(agent=agent, first=first, last=last))
+    if report.outside:
+        out.append(words["outside"].format(n=report.outside))
     if report.intact:
         out.append(words["intact"])
     else:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from cryptography import x509
 
 from frota.cli import main
 from protocols import identity
@@ -53,6 +54,8 @@ def test_a_fresh_bundle_is_intact(fresh: tuple[bytes, Path], tmp_path: Path,
     assert "NOT INTACT" not in out
     assert "agent a1: seq 1 to" in out
     assert "agent operator: seq 1 to 2" in out
+    # seq 101 (the day before's record) is outside the period: followed through its link
+    assert "1 link(s) of records outside the period followed" in out
     assert _verify(tmp_path, data, "--ca", str(ca_file), "--lang", "pt-BR") == 0
     out = capsys.readouterr().out
     assert "ÍNTEGRO" in out
@@ -74,20 +77,20 @@ def test_a_record_removed_is_found_with_its_seq(fresh: tuple[bytes, Path], tmp_p
     assert _codes(lines, ca_file) == []
     removed: list[int] = []
 
-    def drop_100th(ls: list[bytes]) -> list[bytes]:
-        removed.append(seq_of(ls[99]))
-        return ls[:99] + ls[100:]
+    def drop_200th(ls: list[bytes]) -> list[bytes]:
+        removed.append(seq_of(ls[199]))
+        return ls[:199] + ls[200:]
 
-    bad = tamper(data, drop_100th)
+    bad = tamper(data, drop_200th)
     codes = _codes(bad, ca_file)
-    # the record after it (now line 100) follows a gap of exactly the removed seq
-    assert ("gap", 100, removed[0] + 1) in codes
+    # the record after it (now line 200) follows a gap of exactly the removed seq
+    assert ("gap", 200, removed[0] + 1) in codes
     assert ("file_changed", None, None) in codes
     assert ("count", None, None) in codes
     assert _verify(tmp_path, bad, "--ca", str(ca_file)) == 3
     out = capsys.readouterr().out
     assert "NOT INTACT" in out
-    assert f"records.jsonl, line 100, agent a1: seq {removed[0]} to {removed[0]} missing" in out
+    assert f"records.jsonl, line 200, agent a1: seq {removed[0]} to {removed[0]} missing" in out
     # at the end of the chain: found against the manifest's chain end
     last = tamper(data, lambda ls: ls[:-1])
     assert [c for c in _codes(last, ca_file) if c[0] == "chain_end"]
@@ -166,3 +169,45 @@ def test_a_bundle_resigned_by_another_ca_is_refused(fresh: tuple[bytes, Path], t
     assert _verify(tmp_path, b"not a zip", "--ca", str(ca_file)) == 3
     assert _verify(tmp_path, b"PK\x03\x04" + b"\x00" * 40) == 3
     assert main(["verify", str(tmp_path / "none.zip")]) == 1
+
+
+def _hand_bundle(outside: list[dict[str, object]]) -> tuple[bytes, x509.Certificate]:
+    """Seqs 1 and 3 of agent a1 in the period 2026-03-02 (UTC); seq 2 only as ``outside``."""
+    import hashlib
+
+    from protocols.bundle import chains, pack
+    from protocols.chain import GENESIS, record_hash
+
+    signer, ca = fleet_signer()
+    recs: list[dict[str, object]] = []
+    prev = GENESIS
+    for seq, ts in ((1, "2026-03-02T10:00:00.000Z"), (2, "2026-03-01T10:00:00.000Z"),
+                    (3, "2026-03-02T10:00:01.000Z")):
+        rec = {"vehicle": "FRT1A01", "ts": ts, "kind": "device", "device": "gps", "status": "ok",
+               "agent": "a1", "seq": seq, "prev": prev}
+        prev = record_hash(rec)
+        recs.append(rec)
+    lines = [canonical(recs[0]), canonical(recs[2])]
+    link = {"agent": "a1", "seq": 2, "hash": hashlib.sha256(canonical(recs[1])).hexdigest(),
+            "prev": recs[1]["prev"], "state": "stored"}
+    manifest = {"vehicle": "FRT1A01", "from": "2026-03-02T00:00:00.000Z",
+                "to": "2026-03-03T00:00:00.000Z", "records": 2, "chains": chains(lines),
+                "outside": [dict(link, **o) for o in outside]}
+    return pack({"records.jsonl": b"".join(x + b"\n" for x in lines)}, manifest, signer), ca
+
+
+def test_a_seq_outside_the_period_is_followed_and_one_inside_is_missing() -> None:
+    data, ca = _hand_bundle([{"ts": "2026-03-01T10:00:00.000Z"}])
+    report = check_bundle(data, ca)
+    assert report.intact, report.problems
+    assert report.outside == 1
+    # the same link claiming a time inside the period: that record should be in the bundle
+    data, ca = _hand_bundle([{"ts": "2026-03-02T10:00:00.500Z"}])
+    assert [(p.code, p.seq) for p in check_bundle(data, ca).problems] == [("missing_in_period", 2)]
+    # no link at all: seq 2 is a gap, found at the line of seq 3
+    data, ca = _hand_bundle([])
+    assert [(p.code, p.line, p.seq) for p in check_bundle(data, ca).problems] == [("gap", 2, 3)]
+    # a link whose hash is not seq 2's: seq 3's prev does not match it
+    data, ca = _hand_bundle([{"ts": "2026-03-01T10:00:00.000Z", "hash": "0" * 64}])
+    assert [(p.code, p.line, p.seq) for p in check_bundle(data, ca).problems] == [
+        ("broken_link", 2, 3)]

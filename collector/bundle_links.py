@@ -1,0 +1,44 @@
+"""The chain links a collector's bundle needs besides its records (``docs/roadside.md``).
+
+A bundle is a period by time, but an agent's chain is by seq: a registrador catch-up gives older
+frames later seqs, so some seqs between an agent's first and last record in the period belong to
+records outside it (or to hash-only entries of records refused). For each such seq the manifest
+carries the link the store holds — seq, hash, prev, the record's time if stored, the link's
+state — so that ``frota verify`` follows the chain through it and tells a record outside the
+period from a record missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from collector.store import Store
+
+#: The most links one bundle carries; beyond, the rest show as gaps (and the summary says so).
+MAX_LINKS = 100_000
+
+
+def outside_links(store: Store, vehicle: str, chains: list[dict[str, Any]],
+                  present: dict[str, set[int]]) -> list[dict[str, Any]]:
+    """Links of the seqs missing from ``present`` between each chain's first and last seq."""
+    out: list[dict[str, Any]] = []
+    for chain in chains:
+        agent = str(chain["agent"])
+        have = present.get(agent, set())
+        first, last = int(chain["first_seq"]), int(chain["last_seq"])
+        if last - first + 1 == len(have):
+            continue
+        rows = store._read(
+            "SELECT l.seq, l.hash, l.prev, l.state, r.ts FROM links l LEFT JOIN records r ON "
+            "r.vehicle = l.vehicle AND r.agent = l.agent AND r.seq = l.seq WHERE l.vehicle = ? "
+            "AND l.agent = ? AND l.seq > ? AND l.seq < ? ORDER BY l.seq",
+            (vehicle, agent, first, last))
+        for seq, digest, prev, state, ts in rows:
+            if int(seq) in have:
+                continue
+            out.append({"agent": agent, "seq": int(seq), "hash": str(digest),
+                        "prev": None if prev is None else str(prev), "state": str(state),
+                        "ts": None if ts is None else str(ts)})
+            if len(out) >= MAX_LINKS:
+                return out
+    return out
