@@ -178,3 +178,12 @@ def test_an_expired_token_stays_expired_on_a_pi_that_booted_in_the_past(
     refused = httpx.get(base + "/pacote", params={"t": token}, timeout=30)
     assert refused.status_code == 401
     assert "expirou" in refused.text
+
+
+def test_page_options_are_checked_before_serving(fleet: Fleet,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["agent", "page", "--config", str(fleet.agent_toml)]
+    assert main([*base, "--listen", "8080"]) == 1
+    assert "--listen '8080' is not HOST:PORT" in capsys.readouterr().err
+    assert main([*base, "--listen", "127.0.0.1:8080", "--timezone", "Mars/Olympus"]) == 1
+    assert "is not a time zone" in capsys.readouterr().err
