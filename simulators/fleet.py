@@ -239,7 +239,8 @@ class Fleet:
                 if done is not None:
                     report.stored += 1
                     report.latencies_ms.append((now - done[0]) * 1000)
-        for (first, last, reason), retry in zip(ack.rejected, ack.retryable or [], strict=False):
+        flags = [*ack.retryable, *[False] * (len(ack.rejected) - len(ack.retryable))]
+        for (first, last, reason), retry in zip(ack.rejected, flags, strict=False):
             if retry:
                 continue  # sent again after the ack timeout, as the agent does
             for seq in range(first, last + 1):
