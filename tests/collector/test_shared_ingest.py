@@ -10,9 +10,10 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ import paho.mqtt.client as mqtt
 import psycopg
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from collector.config import ConfigError, load_config
 from frota.harness import CollectorProcess, Mosquitto, free_port, frota_argv
@@ -93,14 +96,16 @@ def test_mosquitto_gives_each_shared_batch_to_one_member(mosquitto: Mosquitto) -
     got: dict[str, list[bytes]] = {"a": [], "b": []}
     clients = []
     for name in got:
+        subscribed = threading.Event()
         client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"member-{name}",
                              protocol=MQTTProtocolVersion.MQTTv5)
         client.on_message = lambda _c, _u, msg, name=name: got[name].append(msg.payload)
+        client.on_subscribe = lambda *_args, done=subscribed: done.set()
         client.connect("127.0.0.1", mosquitto.port)
         client.loop_start()
-        client.subscribe(up_subscription("g"), qos=1)[1]
+        client.subscribe(up_subscription("g"), qos=1)
+        assert subscribed.wait(10)  # the SUBACK: the broker holds the member
         clients.append(client)
-    time.sleep(0.5)  # SUBACKs; the publisher below waits for each PUBACK
     publisher = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="publisher")
     publisher.connect("127.0.0.1", mosquitto.port)
     publisher.loop_start()
@@ -115,6 +120,66 @@ def test_mosquitto_gives_each_shared_batch_to_one_member(mosquitto: Mosquitto) -
     assert sorted(int(p) for p in got["a"] + got["b"]) == list(range(20))
     assert got["a"]
     assert got["b"]
+
+
+def _member(port: int, name: str, got: list[int], *, manual_ack: bool) -> mqtt.Client:
+    """A group member with a persistent session (MQTT 5, session expiry of an hour)."""
+    subscribed = threading.Event()
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=name,
+                         protocol=MQTTProtocolVersion.MQTTv5, manual_ack=manual_ack)
+    client.on_message = lambda _c, _u, msg: got.append(int(msg.payload))
+    client.on_subscribe = lambda *_args: subscribed.set()
+    props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    props.SessionExpiryInterval = 3600
+    client.connect("127.0.0.1", port, clean_start=False, properties=props)
+    client.loop_start()
+    client.subscribe(up_subscription("g"), qos=1)
+    assert subscribed.wait(10)
+    return client
+
+
+def _wait_for(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 15
+    while not done():
+        assert time.monotonic() < deadline, "messages never arrived"
+        time.sleep(0.05)
+
+
+def test_mosquitto_keeps_a_dead_members_batches_in_its_own_session(mosquitto: Mosquitto) -> None:
+    """Why a collector in a group uses a clean session (docs/deployment.md): Mosquitto keeps the
+    unacknowledged messages of a member whose connection dropped in THAT member's session (no
+    other member gets them) and goes on queueing a share of the new ones there."""
+    a_got: list[int] = []
+    b_got: list[int] = []
+    a = _member(mosquitto.port, "member-a", a_got, manual_ack=True)  # receives, never PUBACKs
+    b = _member(mosquitto.port, "member-b", b_got, manual_ack=False)
+    publisher = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="publisher")
+    publisher.connect("127.0.0.1", mosquitto.port)
+    publisher.loop_start()
+
+    def publish(numbers: range) -> None:
+        for i in numbers:
+            publisher.publish("frota/v1/ABC1D23/up", str(i).encode(), qos=1).wait_for_publish(10)
+
+    publish(range(10))
+    _wait_for(lambda: len(a_got) + len(b_got) == 10)
+    held = sorted(a_got)
+    assert held  # a's share, unacknowledged
+    sock = a.socket()
+    assert sock is not None
+    sock.close()  # a vanishes without a DISCONNECT, as a killed process does
+    a.loop_stop()
+    publish(range(10, 20))  # each PUBACKed: at the broker before a comes back
+    a_again: list[int] = []
+    back = _member(mosquitto.port, "member-a", a_again, manual_ack=False)
+    _wait_for(lambda: len(a_again) + len(b_got) == 20)
+    for client in (b, back, publisher):
+        client.disconnect()
+        client.loop_stop()
+    assert not set(held) & set(b_got)  # b never got what a held
+    assert set(held) <= set(a_again)  # a got it back when it came back
+    assert any(n >= 10 for n in a_again)  # and new ones were queued for it while it was away
+    assert sorted(b_got + a_again) == list(range(20))
 
 
 def _run_fleet(broker: str, folder: Path) -> subprocess.Popen[str]:
