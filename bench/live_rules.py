@@ -8,7 +8,7 @@ brings its live findings up to date once (the catch-up: the whole store replayed
 checkpoints written; timed, printed), then, ``--repeat`` interleaved rounds (at least 3): each
 store receives the next minute of its buses (a burst) and ONE live evaluation is timed
 (collector/live_rules.py). In the same rounds, the baseline: the whole-store evaluation the
-collector did before (collector/findings.evaluate_store) on the smallest store. Then, once per
+collector did before (``evaluate_store`` in collector/findings.py) on the smallest store. Then, once per
 store, the peak Python memory of one more evaluation (tracemalloc; not timed).
 
 Printed: median (spread) of each, the ratio of the largest store's evaluation to the smallest's,
