@@ -25,6 +25,7 @@ from typing import Any, Final
 import orjson
 import rfc8785
 
+from protocols.fields import _canonical_ts_ms
 from protocols.records import MAX_SAFE_INT, RecordError, ms_to_ts, ts_to_ms
 
 #: Fields holding a record time, normalized to ``YYYY-MM-DDTHH:MM:SS.sssZ`` in UTC.
@@ -150,6 +151,56 @@ def _big_ints_as_doubles(obj: Any) -> Any:
     return obj
 
 
+#: kind → {field: decimal places} (:data:`PRECISION` by kind, for the one-pass path).
+_PLACES: Final[Mapping[str, Mapping[str, int]]] = {
+    kind: {key: places for (k, key), places in PRECISION.items() if k == kind}
+    for kind in {k for k, _ in PRECISION}
+}
+_NO_PLACES: Final[Mapping[str, int]] = {}
+
+
 def canonical(rec: Mapping[str, Any]) -> bytes:
     """The canonical bytes of one record (docs/records.md, "Canonical form")."""
-    return jcs(normalized(rec))
+    fast = _flat_record(rec)
+    return fast if fast is not None else jcs(normalized(rec))
+
+
+def _flat_record(rec: Mapping[str, Any]) -> bytes | None:
+    """:func:`canonical` of a flat record (scalar values, ASCII keys) in ONE pass — normalizing
+    and making it ready for orjson together, where ``jcs(normalized(rec))`` copies it twice and
+    writes every timestamp again — or None for anything else (the two-step path then decides,
+    errors included). Same bytes by construction: a timestamp already in the canonical form
+    (``YYYY-MM-DDTHH:MM:SS.sssZ``, a valid instant) is its own normal form; the rest is what
+    :func:`normalized` and :func:`_as_orjson_writes_it` do (tests/trust/test_canonical_fast.py
+    checks the paths agree)."""
+    places = _PLACES.get(rec.get("kind"), _NO_PLACES)  # type: ignore[arg-type]
+    out: dict[str, Any] = {}
+    for key, value in rec.items():
+        if type(key) is not str or not key.isascii():
+            return None
+        kind = type(value)
+        if key in TIMESTAMP_FIELDS and value is not None:
+            if kind is not str or _canonical_ts_ms(value) is None:
+                return None  # another offset or fraction, or not a time: the two-step path
+        elif kind is str:
+            pass
+        elif kind is float or kind is int:
+            if key in places:
+                value = round(value, places[key])
+                kind = type(value)
+            if kind is float:
+                size = abs(value)
+                if not size < math.inf or (size.is_integer() and size > MAX_SAFE_INT) \
+                        or 1e-6 <= size < 1e-5:
+                    return None
+                if size.is_integer():
+                    value = int(value)
+            elif not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+                return None
+        elif kind is not bool and value is not None:
+            return None  # nested, or not JSON
+        out[key] = value
+    try:
+        return orjson.dumps(out, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # a lone surrogate
+        return None

@@ -55,3 +55,55 @@ def test_a_record_goes_the_direct_way() -> None:
     assert _fast(rec) == rfc8785.dumps(rec)  # type: ignore[arg-type]
     with pytest.raises(RecordError):
         jcs({"x": float("nan")})
+
+
+_record_values = (
+    _scalars
+    | st.sampled_from(["2026-03-02T14:00:01.000Z", "2026-03-02T11:00:01-03:00",
+                       "2026-02-30T14:00:01.000Z", "1969-12-31T23:59:59.999Z",
+                       "2026-03-02T14:00:01.123456Z", "2026-03-02t14:00:01.000z"])
+    | st.floats(min_value=-500, max_value=500)
+    | st.lists(st.integers(), max_size=2)
+)
+_record_keys = _keys | st.sampled_from(["ts", "scheduled", "incident_ts", "kmh", "lat", "lon",
+                                        "course", "kind"])
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(["speed", "position", "door", None, 3]),
+       st.dictionaries(_record_keys, _record_values, max_size=10))
+@example("position", {"lat": -23.51234565, "lon": -46.6252, "kmh": 74.085, "course": 90.0,
+                      "ts": "2026-03-02T14:00:01.000Z"})
+@example("speed", {"kmh": 1e-6 + 61.0 - 61.0, "ts": "2026-03-02T11:00:01.5-03:00"})
+def test_the_one_pass_record_path_is_the_two_step_path(kind: object,
+                                                       rec: dict[str, object]) -> None:
+    """canonical()'s one pass over a flat record gives exactly jcs(normalized(rec)), and refuses
+    what that refuses."""
+    from protocols.canonical import _flat_record, canonical, normalized
+
+    rec = {**rec, "kind": kind}
+    try:
+        expected: bytes | None = jcs(normalized(rec))
+    except RecordError:
+        expected = None
+    fast = _flat_record(rec)
+    if fast is not None:
+        assert fast == expected
+    try:
+        got: bytes | None = canonical(rec)
+    except RecordError:
+        got = None
+    assert got == expected
+
+
+def test_a_record_goes_the_one_pass_way() -> None:
+    from protocols.canonical import _flat_record
+
+    rec = {"vehicle": "ABC1D23", "ts": "2026-03-02T14:00:01.000Z", "kind": "speed", "agent": "a1",
+           "seq": 1, "prev": "0" * 64, "kmh": 61.5, "odometer_m": 22, "ignition": True,
+           "device_seq": 1, "raw": "aa5529"}
+    # the worked example of firmware-notes/mqtt.md, by hand: sorted keys, no spaces
+    assert _flat_record(rec) == (
+        b'{"agent":"a1","device_seq":1,"ignition":true,"kind":"speed","kmh":61.5,'
+        b'"odometer_m":22,"prev":"' + b"0" * 64 + b'","raw":"aa5529","seq":1,'
+        b'"ts":"2026-03-02T14:00:01.000Z","vehicle":"ABC1D23"}')
