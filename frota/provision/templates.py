@@ -32,6 +32,8 @@ url = {_q(fleet.broker_url)}
 client_id = {_q(username)}          # the broker forces the client id to the username anyway
 username = {_q(username)}
 password_file = {_q(_rel(own / 'password', base))}
+# share_group = "frota"             # several collectors, one fleet: the same group in each, one
+                                    # PostgreSQL (database.dsn); see docs/deployment.md
 
 [broker.tls]
 ca_file = {_q(_rel(fleet.ca_cert_path, base))}
