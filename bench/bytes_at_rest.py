@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import orjson
 import psycopg
 
 from collector.store import open_store, record_row
+from frota.harness.postgres import private_schema
 from protocols.chain import GENESIS, record_hash
 from protocols.records import make_record, ms_to_ts, ts_to_ms
 from protocols.registrador.encoder import encode_status
@@ -83,11 +83,8 @@ def sqlite_bytes(recs: list[dict[str, Any]], twice: bool) -> int:
 
 def postgres_bytes(dsn: str, recs: list[dict[str, Any]], twice: bool) -> int:
     """The records table's total size (indexes, TOAST) after VACUUM FULL, in a fresh schema."""
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    try:
-        store = open_store(f"{dsn}?options=-csearch_path%3D{schema}")
+    with private_schema(dsn, "bench") as (url, schema):
+        store = open_store(url)
         store.put(rows(recs, twice))
         store.close()
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -95,9 +92,6 @@ def postgres_bytes(dsn: str, recs: list[dict[str, Any]], twice: bool) -> int:
             row = conn.execute(
                 f"SELECT pg_total_relation_size('{schema}.records')".encode()).fetchone()
             return int(row[0]) if row else 0
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
 
 
 def main() -> None:

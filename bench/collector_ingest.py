@@ -37,7 +37,6 @@ import subprocess
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +53,7 @@ from collector.findings import evaluate_store, stored_records
 from collector.ingest import Ingest
 from collector.store import open_store
 from frota.harness import Mosquitto
+from frota.harness.postgres import private_schema
 from protocols.records import ms_to_ts, ts_to_ms
 from protocols.uplink import UP_SUBSCRIPTION, encode_batch, up_topic
 
@@ -188,14 +188,8 @@ def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: s
 @contextmanager
 def _pg_schema(dsn: str) -> Iterator[str]:
     """A fresh schema in PostgreSQL for one run; the DSN that uses it (dropped afterwards)."""
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    try:
-        yield f"{dsn}{'&' if '?' in dsn else '?'}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+    with private_schema(dsn, "bench") as (url, _):
+        yield url
 
 
 def _floor_pg(broker: Mosquitto, lines: Path, total: int, dsn: str) -> float:

@@ -17,16 +17,14 @@ import argparse
 import json
 import subprocess
 import tempfile
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-import psycopg
-
 from bench.common import Figure, add_repeat, host_line, target
 from frota.harness import CollectorProcess, Mosquitto, free_port, frota_argv
+from frota.harness.postgres import private_schema
 from simulators.fleet import registry
 
 #: Issue 16: p99 ≤ the batch interval + 2 s (goal + 0.5 s); the agent's batch interval is 1 s.
@@ -37,14 +35,9 @@ GOAL_MS: Final = (BATCH_INTERVAL_S + 0.5) * 1000
 
 @contextmanager
 def _schema(dsn: str) -> Iterator[str]:
-    schema = f"bench_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    try:
-        yield f"{dsn}{'&' if '?' in dsn else '?'}options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+    """A fresh schema in PostgreSQL for one run; the DSN that uses it (dropped afterwards)."""
+    with private_schema(dsn, "bench") as (url, _):
+        yield url
 
 
 def _collector(folder: Path, broker: str, vehicles: int, name: str, database: str,

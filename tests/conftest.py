@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from collector.store import Store, open_store
+from frota.harness.postgres import private_schema
 from tests.services import CORPORA, Mosquitto, mosquitto_binary, postgres_available, require
 
 
@@ -27,6 +29,27 @@ def postgres_dsn() -> str:
     """The DSN of the test PostgreSQL (127.0.0.1:5432, database test, trust auth)."""
     require(postgres_available(), "PostgreSQL is not running at 127.0.0.1:5432")
     return "postgresql://postgres@127.0.0.1:5432/test"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty store's URL: a SQLite file, or a private schema in PostgreSQL."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "collector.db")
+        return
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    with private_schema(dsn) as (url, _):
+        yield url
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    """A fresh store (SQLite, then PostgreSQL), closed after the test."""
+    opened = open_store(store_url)
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from collector.store import PAGE, Store, open_store, record_row
 from protocols.records import ts_to_ms
 from tests.collector.rules.timeline import MIN
 from tests.collector.rules.trip_fixture import REGISTRY, B, departed
-from tests.collector.test_store import store, store_url  # noqa: F401 - fixtures
 
 
 def _records() -> list[dict[str, Any]]:
@@ -28,7 +27,7 @@ def _records() -> list[dict[str, Any]]:
     return [{**rec, "agent": "pi", "seq": n} for n, rec in enumerate(tl.records, start=1)]
 
 
-def test_evaluate_save_and_load(store: Store) -> None:  # noqa: F811
+def test_evaluate_save_and_load(store: Store) -> None:
     recs = _records()
     store.put([record_row(r, 0) for r in recs])
     as_of = ts_to_ms("2026-03-02T14:00:00Z")
@@ -47,7 +46,7 @@ def test_evaluate_save_and_load(store: Store) -> None:  # noqa: F811
         "2026-03-02T13:10:00.001Z"))[0]] == ["trip.assistance_due"]
 
 
-def test_an_open_interruption_keeps_its_id_when_the_backlog_arrives(store: Store) -> None:  # noqa: F811
+def test_an_open_interruption_keeps_its_id_when_the_backlog_arrives(store: Store) -> None:
     recs = _records()
     stop_at = ts_to_ms("2026-03-02T11:00:00Z")
     early = [r for r in recs if ts_to_ms(r["ts"]) <= stop_at]
@@ -74,7 +73,7 @@ def _execute(url: str, sql: str) -> None:
 
 
 def test_a_database_whose_findings_tables_came_before_their_migration_keeps_them(
-    store_url: str,  # noqa: F811
+    store_url: str,
 ) -> None:
     """Before migration 004_findings, collector.findings created the two tables itself (same
     layout): such a database gets the migration recorded and keeps its findings."""
@@ -116,7 +115,7 @@ def _free_from_another_thread(opened: Store) -> bool:
     return got[0]
 
 
-def test_a_long_read_holds_the_write_lock_only_page_by_page(store: Store) -> None:  # noqa: F811
+def test_a_long_read_holds_the_write_lock_only_page_by_page(store: Store) -> None:
     """The live evaluator re-reads the whole store while the ingest commits: between two pages of
     a read nothing is held, so a commit waits at most for one page."""
     store.put([record_row({**rec, "seq": n}, 0)

@@ -24,7 +24,6 @@ from protocols.records import Record, ms_to_ts, ts_to_ms
 from simulators.scenario import shipped
 from simulators.scenario.load import load
 from simulators.scenario.render import render
-from tests.collector.test_store import store_url  # noqa: F401 - fixture
 from tests.services import PROJECT
 
 HOUR = 3_600_000
@@ -60,7 +59,7 @@ def _live(store: Store, registry: Path) -> LiveRules:
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_live_findings_equal_frota_check_in_bursts_late_backlog_and_restart(
-        name: str, store_url: str, tmp_path: Path) -> None:  # noqa: F811
+        name: str, store_url: str, tmp_path: Path) -> None:
     recs, registry = _scenario(name)
     recs.sort(key=lambda r: (ts_to_ms(r["ts"]), r["vehicle"], r["seq"]))
     first, last = ts_to_ms(recs[0]["ts"]), ts_to_ms(recs[-1]["ts"])

@@ -10,11 +10,8 @@ both rows; a second replay, and the agent sending batch 1-3 again itself, add no
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from collector.ingest import Ingest
@@ -27,23 +24,6 @@ from tests.collector.helpers import speed
 GHOST = "GHOST01"
 TOPIC = f"frota/v1/{GHOST}/up"
 NOW = 1_800_000_000_000
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh store's URL: a SQLite file, or a private schema in PostgreSQL."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "collector.db")
-        return
-    dsn: str = request.getfixturevalue("postgres_dsn")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    try:
-        yield f"{dsn}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
 
 
 def _batch(seqs: range) -> bytes:

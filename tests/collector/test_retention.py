@@ -16,7 +16,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,23 +52,6 @@ TO_RECORDS = [
     (2, "2026-09-02T03:30:00Z", True),    # local 2026-09-02 00:30: exactly 90 days
     (3, "2026-09-03T15:00:00Z", True),    # 89 days
 ]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh store's URL: a SQLite file, or a private schema in PostgreSQL."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "collector.db")
-        return
-    dsn: str = request.getfixturevalue("postgres_dsn")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    try:
-        yield f"{dsn}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
 
 
 def _rec(vehicle: str, seq: int, ts: str) -> dict[str, Any]:

@@ -17,18 +17,13 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import psycopg
-import pytest
 
 from collector import registry, retention
 from collector.retention_findings import retention_findings
 from collector.rules.profile import load_profiles
-from collector.store import Store, open_store, record_row
+from collector.store import Store, record_row
 from protocols.records import ms_to_ts, ts_to_ms
 
 BUS = "ABC1D23"
@@ -36,27 +31,6 @@ NOW = ts_to_ms("2026-12-01T15:00:00Z")
 DAY = ts_to_ms("2026-11-20T12:00:00Z")
 OLD = ts_to_ms("2025-06-01T12:00:00Z")
 MINUTE = 60_000
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A fresh store: a SQLite file, or a private schema in PostgreSQL."""
-    if request.param == "sqlite":
-        opened = open_store(str(tmp_path / "collector.db"))
-        yield opened
-        opened.close()
-        return
-    dsn: str = request.getfixturevalue("postgres_dsn")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    opened = open_store(f"{dsn}?options=-csearch_path%3D{schema}")
-    try:
-        yield opened
-    finally:
-        opened.close()
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
 
 
 def _speed(agent: str, seq: int, at: int, **extra: Any) -> dict[str, Any]:

@@ -12,7 +12,6 @@ import signal
 import subprocess
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from paho.mqtt.properties import Properties
 
 from collector.config import ConfigError, load_config
 from frota.harness import CollectorProcess, Mosquitto, free_port, frota_argv
+from frota.harness.postgres import private_schema
 from protocols.uplink import UP_SUBSCRIPTION, up_subscription
 from simulators.fleet import registry, vehicle_ids
 
@@ -39,14 +39,8 @@ BATCH_INTERVAL_S = 1.0
 @pytest.fixture
 def schema_dsn(postgres_dsn: str) -> Iterator[tuple[str, str]]:
     """A fresh schema: (the DSN the collectors use, the schema's name)."""
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    try:
-        yield f"{postgres_dsn}?options=-csearch_path%3D{schema}", schema
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
+    with private_schema(postgres_dsn) as made:
+        yield made
 
 
 def _collector(folder: Path, broker: str, dsn: str, name: str, group: str | None) -> CollectorProcess:

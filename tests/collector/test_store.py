@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from collector.ingest import Ingest
@@ -17,33 +14,6 @@ from protocols.uplink import Ack, encode_batch
 from tests.collector.helpers import T0, speed
 
 V1, V2 = "ABC1D23", "XYZ9K88"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty store's URL: a SQLite file, or a private schema in PostgreSQL."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "collector.db")
-        return
-    dsn: str = request.getfixturevalue("postgres_dsn")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    try:
-        yield f"{dsn}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    """The store, closed after the test."""
-    opened = open_store(store_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _seqs(store: Store, vehicle: str, since: int | None = None, until: int | None = None) -> list[int]:

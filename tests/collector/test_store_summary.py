@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -17,23 +16,6 @@ from protocols.records import make_record, ms_to_ts
 from tests.collector.helpers import T0, speed
 
 V1, V2 = "ABC1D23", "XYZ9K88"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty store's URL: a SQLite file, or a private schema in PostgreSQL."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "collector.db")
-        return
-    dsn: str = request.getfixturevalue("postgres_dsn")
-    schema = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}".encode())
-    try:
-        yield f"{dsn}?options=-csearch_path%3D{schema}"
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f"DROP SCHEMA {schema} CASCADE".encode())
 
 
 def _door(vehicle: str, agent: str, seq: int, boarded: int, alighted: int) -> dict[str, object]:

@@ -10,7 +10,6 @@ import pytest
 
 from collector.store import open_store, record_row
 from protocols.records import ms_to_ts
-from tests.collector.test_store_summary import store_url as store_url  # the same two stores
 
 T0 = 1_772_420_400_000  # 2026-03-02T03:00:00Z
 

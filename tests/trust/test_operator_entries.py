@@ -21,7 +21,6 @@ from protocols import identity
 from protocols.chain import GENESIS, Checkpoint, checkpoint_valid
 from protocols.keyring import entry_json, load_keyring, write_entries
 from protocols.records import now_ms
-from tests.collector.test_store import store_url  # noqa: F401 (the fixture, both dialects)
 
 A = "ABC1D23"
 T0 = 1_772_460_000_000
@@ -162,7 +161,7 @@ def test_a_bad_by_is_a_one_line_error(fleet: Path, capsys: pytest.CaptureFixture
 
 
 @pytest.fixture
-def any_store(store_url: str) -> Iterator[Store]:  # noqa: F811
+def any_store(store_url: str) -> Iterator[Store]:
     opened = open_store(store_url)
     try:
         yield opened

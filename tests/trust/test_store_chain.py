@@ -16,14 +16,13 @@ from protocols import identity
 from protocols.chain import GENESIS, record_hash, sign_checkpoint
 from protocols.keyring import entry_json, load_keyring, write_entries
 from protocols.uplink import encode_batch
-from tests.collector.test_store import store_url  # noqa: F401 (the fixture, both dialects)
 from tests.trust.fleet import A, speed
 
 TOPIC = f"frota/v1/{A}/up"
 
 
 @pytest.fixture
-def chained_store(store_url: str) -> Iterator[Store]:  # noqa: F811
+def chained_store(store_url: str) -> Iterator[Store]:
     opened = open_store(store_url)
     try:
         yield opened
