@@ -33,6 +33,7 @@ from can.interfaces.slcan import slcanBus
 
 from agent.config import DeviceConfig
 from agent.sources.base import READ_TIMEOUT_S, Source, SourceClosed, SourceContext, agent_record
+from agent.sources.slcan_bulk import BulkSlcanBus
 from protocols.fms import CanFrame, FmsDecoder, slcan
 from protocols.records import Record, make_record
 
@@ -100,8 +101,10 @@ class FmsSource(Source):
             if (cfg.interface or "slcan") == "socketcan":
                 bus = can.Bus(interface="socketcan", channel=cfg.port, receive_own_messages=False)
             else:
-                bus = can.Bus(
-                    interface="slcan", channel=cfg.port, tty_baudrate=cfg.baudrate,
+                # python-can's slcanBus, reading the port in bulk (its own reads one byte per
+                # call, 3.1× the registrador's CPU): agent/sources/slcan_bulk.py.
+                bus = BulkSlcanBus(
+                    channel=cfg.port, tty_baudrate=cfg.baudrate,
                     bitrate=cfg.bitrate or FMS_BITRATE, listen_only=True, timeout=SLCAN_POLL_S,
                     sleep_after_open=DEFAULT_OPEN_WAIT_S if cfg.open_wait_s is None
                     else cfg.open_wait_s,
@@ -137,12 +140,9 @@ class FmsSource(Source):
             except can.CanError as err:
                 if _line_gone(err):
                     raise SourceClosed(str(err)) from err
+                # A line that is not text, or too long: BulkSlcanBus has already dropped it
+                # alone (python-can's own _read kept it in its buffer, to join later lines).
                 self._garbage(err)
-                if isinstance(bus, slcanBus) and isinstance(err.__cause__, UnicodeDecodeError):
-                    # python-can's slcan keeps a line it could not decode as text in its buffer
-                    # (it clears it only after decoding): every later line would join it and
-                    # fail too. Drop it, as the line-based readers drop a bad line.
-                    bus._buffer.clear()
                 msg = None
             except (ValueError, IndexError) as err:  # python-can's slcan parsing a garbage line
                 self._garbage(err)
