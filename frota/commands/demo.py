@@ -352,6 +352,9 @@ class Demo:
         print(f"  live findings   frota collector findings --db {db}")
         print(f"  the evidence    frota verify --config {_shown(self.collector_conf)}  "
               "(signatures, chains, gaps)")
+        print(f"  the pages       frota collector run --config {_shown(self.collector_conf)}, then "
+              f"http://127.0.0.1:{self.http_port}/ (sign in with the token in "
+              f"{_shown(self.fleet / 'admin.token')}; docs/pages.md)")
         command = Path(sys.executable).parent / "frota"
         venv = command.parent.parent
         if command.exists() and os.environ.get("VIRTUAL_ENV") != str(venv):

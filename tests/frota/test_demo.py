@@ -18,6 +18,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from frota.cli import main
+from frota.harness import frota_argv, wait_port
 from tests.services import PROJECT, mosquitto_binary, require, stop_process
 
 pytestmark = [pytest.mark.mosquitto, pytest.mark.pty, pytest.mark.slow]
@@ -120,6 +122,22 @@ def test_demo_plays_a_trip_end_to_end(tmp_path: Path) -> None:
     assert "frota verify --config var/demo/collector.toml" in out
     assert main(["verify", "--config", str(work / "collector.toml")]) == 0
     assert db.execute("SELECT COUNT(*) FROM checkpoints WHERE state = 'good'").fetchone()[0] >= 1
+    # The pages: the line names the collector's configuration and its address; the collector run
+    # on that configuration afterwards (its broker gone) serves the login page there.
+    pages = re.search(r"the pages +frota collector run --config var/demo/collector\.toml, then "
+                      r"http://127\.0\.0\.1:(\d+)/ \(sign in with the token in "
+                      r"var/demo/fleet/admin\.token", out)
+    assert pages is not None, out
+    port = int(pages.group(1))
+    collector = subprocess.Popen(frota_argv("collector", "run", "--config", "collector.toml"),
+                                 cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, 30)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/entrar", timeout=10) as page:
+            assert page.status == 200
+            assert 'lang="pt-BR"' in page.read().decode()
+    finally:
+        stop_process(collector, signal.SIGTERM, 15)
 
 
 def test_ctrl_c_stops_everything(tmp_path: Path) -> None:
