@@ -45,6 +45,11 @@ class ScaledClock:
         self._t0 = monotonic()
         self._start_ms = int(time.time() * 1000) if start_ms is None else int(start_ms)
 
+    @property
+    def started_ms(self) -> int:
+        """The device time the clock started from (or was last set to)."""
+        return self._start_ms
+
     def now_ms(self) -> int:
         """The device's time now, in ms since the Unix epoch (UTC)."""
         return self._start_ms + int((self._mono() - self._t0) * 1000.0 * self.scale)

@@ -322,7 +322,10 @@ def run(args: argparse.Namespace) -> int:
     drive: list[DefaultDrive] = []
 
     def factory(clock: ScaledClock) -> RegistradorModel:
-        start = clock.now_ms()
+        # --history counts back from the device clock's start (--start), not from whenever this
+        # runs: under load the factory is called a fraction of a real second later, which at a
+        # time scale is seconds of device time.
+        start = clock.started_ms
         made_from = start - int(args.history * 1000)
         model = RegistradorModel(made_from, rate_hz=args.rate, first_seq=args.first_seq)
         if not args.idle:
