@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
+import uvicorn
 
 # The processes (broker, collector, agent, simulators) come from the one harness the demo and
 # the benchmarks use too; re-exported here for the tests.
@@ -30,6 +36,7 @@ __all__ = [
     "mosquitto_binary",
     "postgres_available",
     "require",
+    "serve_app",
     "stop_process",
     "wait_port",
 ]
@@ -58,3 +65,24 @@ def postgres_available(host: str = "127.0.0.1", port: int = 5432) -> bool:
             return True
     except OSError:
         return False
+
+
+@contextmanager
+def serve_app(app: Any) -> Iterator[str]:
+    """Serve the ASGI ``app`` with uvicorn on a free loopback port in a thread, for the tests
+    that talk to it over a real socket; yields its base URL and stops the server on exit."""
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError(f"uvicorn did not start on port {port}")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)

@@ -19,25 +19,23 @@ def register(subparsers: Any) -> None:
     )
     sub = parser.add_subparsers(dest="agent_command", metavar="SUBCOMMAND")
     sub.required = True
-    run_parser = sub.add_parser(
+    run_parser = _with_config(sub.add_parser(
         "run",
         help="run the agent in the foreground until SIGTERM/SIGINT",
         description="Run the agent with a TOML configuration (firmware-notes/agent-config.md). "
         "A bad configuration is refused with a one-line message naming the key.",
-    )
-    run_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    ))
     run_parser.set_defaults(func=run)
-    status_parser = sub.add_parser(
+    status_parser = _with_config(sub.add_parser(
         "status",
         help="backlog, last acknowledgement, each device's health and the disk left",
         description="Read the agent's buffer (read-only; the agent may be running) and show "
         "the backlog, the last acknowledgement from the collector, each configured device's "
         "health (its latest device record, time since its last record) and the disk left.",
-    )
-    status_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    ))
     status_parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     status_parser.set_defaults(func=status)
-    capture_parser = sub.add_parser(
+    capture_parser = _with_config(sub.add_parser(
         "capture",
         help="record a device's raw bytes with their times, for frota decode --hex and support",
         description="Record one device's raw bytes with their times for SECONDS into FILE, as "
@@ -45,25 +43,23 @@ def register(subparsers: Any) -> None:
         "counters: the agent's polls included). Through the running agent (it holds the port "
         "and tees the device's bytes); with no agent running, the port is opened here with the "
         "agent's settings. Never opens a port another process holds.",
-    )
-    capture_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    ))
     capture_parser.add_argument("--device", required=True, metavar="NAME",
                                 help="the device's name in the configuration ([[devices]] name)")
     capture_parser.add_argument("--seconds", required=True, type=float, metavar="N",
                                 help="how long to record (at most 3600)")
     capture_parser.add_argument("--out", required=True, metavar="FILE", help="the capture file to write")
     capture_parser.set_defaults(func=capture)
-    replay_parser = sub.add_parser(
+    replay_parser = _with_config(sub.add_parser(
         "replay",
         help="send again the records the collector rejected for a cause that may change",
         description="Make the records the collector rejected as retryable (an unknown vehicle, "
         "a newer schema) pending again, so that the agent sends them again (at once if it is "
         "running, else when it starts). Final rejects and conflicts are never resent.",
-    )
-    replay_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    ))
     replay_parser.add_argument("--seq", metavar="A-B", help="only seqs A to B (or one seq A)")
     replay_parser.set_defaults(func=replay)
-    export_parser = sub.add_parser(
+    export_parser = _with_config(sub.add_parser(
         "export",
         help="write the bus's signed bundle of its last days to a file or a USB stick",
         description="Write the signed bundle of the last N days of records from the agent's "
@@ -71,14 +67,13 @@ def register(subparsers: Any) -> None:
         "USB stick's mount point (frota-VEHICLE-DATE.zip in it). Signed by the bus's key with its "
         "certificate from the fleet CA; 'frota verify BUNDLE' checks it. Every export is logged "
         "(exports.log beside the buffer). See docs/roadside.md.",
-    )
-    export_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    ))
     export_parser.add_argument("--days", required=True, type=int, metavar="N",
                                help="how many days back from the newest record (1 to 31)")
     export_parser.add_argument("--out", required=True, metavar="PATH",
                                help="the bundle file to write, or a folder to write it in")
     export_parser.set_defaults(func=export)
-    page_parser = sub.add_parser(
+    page_parser = _with_config(sub.add_parser(
         "page",
         help="serve the read-only roadside page for an inspector's phone on the bus's network",
         description="Serve a small read-only page (last 24 h, the Disco do dia, the signed "
@@ -86,8 +81,7 @@ def register(subparsers: Any) -> None:
         "'frota collector inspector-token', checked offline against the fleet CA; every read is "
         "logged (roadside.log beside the buffer). Plain HTTP: see docs/roadside.md, 'Where TLS "
         "ends'.",
-    )
-    page_parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    ))
     page_parser.add_argument("--listen", required=True, metavar="HOST:PORT",
                              help="the bus's local-network address to listen on (its Wi-Fi's, "
                              "never the modem's), e.g. 192.168.50.1:8080")
@@ -95,6 +89,12 @@ def register(subparsers: Any) -> None:
                              help="the bus's local time zone for the disc (default "
                              "America/Sao_Paulo)")
     page_parser.set_defaults(func=page)
+
+
+def _with_config(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every agent subcommand reads the agent's TOML file."""
+    parser.add_argument("--config", required=True, metavar="FILE", help="the agent's TOML file")
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -117,7 +117,33 @@ def write_collector_files(folder: Path, broker_url: str, fleet: Mapping[str, Any
     return config, port
 
 
-class CollectorProcess:
+class _FrotaProcess:
+    """What a ``frota`` process run by the harness shows of its :class:`Child`."""
+
+    child: Child
+
+    @property
+    def log(self) -> Path:
+        """The process's log file."""
+        return self.child.log
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        """The running process (None when stopped)."""
+        return self.child.proc
+
+    @property
+    def pid(self) -> int:
+        """The process id (0 when stopped)."""
+        return self.child.pid
+
+    def stop(self, sig: int = signal.SIGTERM) -> int:
+        """Send ``sig`` (SIGTERM: a clean stop) and wait; the exit status."""
+        status = self.child.stop(sig)
+        return 0 if status is None else status
+
+
+class CollectorProcess(_FrotaProcess):
     """``frota collector run --config CONFIG`` listening on ``http_port`` (as CONFIG says)."""
 
     def __init__(self, config: Path, http_port: int, log: Path | None = None, *,
@@ -131,24 +157,9 @@ class CollectorProcess:
                            stop_timeout=15)
 
     @property
-    def log(self) -> Path:
-        """The collector's log file."""
-        return self.child.log
-
-    @property
-    def proc(self) -> subprocess.Popen[bytes] | None:
-        """The running process (None when stopped)."""
-        return self.child.proc
-
-    @property
     def base(self) -> str:
         """The HTTP base URL."""
         return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def pid(self) -> int:
-        """The process id (0 when stopped)."""
-        return self.child.pid
 
     def start(self, *, wait_connected: bool = True, timeout: float = 30.0) -> None:
         """Start it and wait until ``/health`` answers (200, connected, when ``wait_connected``)."""
@@ -168,13 +179,8 @@ class CollectorProcess:
                                    f"{timeout} s; see {self.log}: {self.child.last_line()}")
             time.sleep(0.05)
 
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        """Send ``sig`` (SIGTERM: a clean stop) and wait; the exit status."""
-        status = self.child.stop(sig)
-        return 0 if status is None else status
 
-
-class AgentProcess:
+class AgentProcess(_FrotaProcess):
     """``frota agent run --config CONFIG``; its log beside the configuration unless given."""
 
     def __init__(self, config: Path, log: Path | None = None, *, own_group: bool = False) -> None:
@@ -182,21 +188,6 @@ class AgentProcess:
         self.child = Child("agent", frota_argv("agent", "run", "--config", str(config)),
                            log or config.parent / "agent.log", own_group=own_group,
                            stop_timeout=30)
-
-    @property
-    def log(self) -> Path:
-        """The agent's log file."""
-        return self.child.log
-
-    @property
-    def proc(self) -> subprocess.Popen[bytes] | None:
-        """The running process (None when stopped)."""
-        return self.child.proc
-
-    @property
-    def pid(self) -> int:
-        """The process id (0 when stopped)."""
-        return self.child.pid
 
     def start(self, env: Mapping[str, str] | None = None) -> None:
         """Start the agent (``env`` added to the environment)."""
@@ -209,11 +200,6 @@ class AgentProcess:
     def kill(self) -> None:
         """SIGKILL: a power cut, as far as the process can tell."""
         self.child.kill()
-
-    def stop(self, sig: int = signal.SIGTERM) -> int:
-        """Send ``sig`` and wait; the exit status."""
-        status = self.child.stop(sig)
-        return 0 if status is None else status
 
 
 class SimulatorProcess:

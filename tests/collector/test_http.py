@@ -4,7 +4,6 @@ bad input."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,7 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from collector.config import BrokerConfig
 from collector.http import make_app
@@ -21,7 +19,7 @@ from collector.store import open_store, record_row
 from protocols.records import ms_to_ts
 from protocols.uplink import encode_batch
 from tests.collector.helpers import T0, VEHICLES, AgentSide, speed
-from tests.services import Mosquitto, free_port
+from tests.services import Mosquitto, serve_app
 
 V1, V2 = VEHICLES
 
@@ -42,20 +40,11 @@ def _serve(tmp_path: Path, broker_url: str | None) -> Iterator[Api]:
     ingest = Ingest(store, lambda: frozenset(VEHICLES))
     if broker_url is not None:
         ingest.connect(BrokerConfig(url=broker_url, client_id="http-test"))
-    port = free_port()
     app = make_app(ingest, lambda: frozenset(VEHICLES), stale_after_s=60)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
     try:
-        yield Api(f"http://127.0.0.1:{port}", ingest)
+        with serve_app(app) as base:
+            yield Api(base, ingest)
     finally:
-        server.should_exit = True
-        thread.join(10)
         ingest.close()
         store.close()
 

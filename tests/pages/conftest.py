@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import shutil
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from cryptography import x509
 
 from collector import tokens
@@ -23,7 +20,7 @@ from collector.web.context import RegistryFile, Web
 from collector.web.export import BundleSigner
 from protocols import identity
 from tests.pages.fleet import OPERATORS, build
-from tests.services import free_port
+from tests.services import serve_app
 
 
 @dataclass
@@ -67,20 +64,12 @@ def _serve(folder: Path, scenario_store: tuple[Path, Path],
     access = Access(tokens.Tokens(tokens_file), lambda: dict(OPERATORS))
     web = Web(store, RegistryFile(registry), load_profiles(), ingest, lambda: dict(OPERATORS),
               signer=signer)
-    port = free_port()
     app = make_app(ingest, lambda: frozenset(OPERATORS), access=access,
                    allowed_hosts=["127.0.0.1", "localhost"], web=web)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
     try:
-        yield Server(f"http://127.0.0.1:{port}", tokens_file, store, registry)
+        with serve_app(app) as base:
+            yield Server(base, tokens_file, store, registry)
     finally:
-        server.should_exit = True
-        thread.join(10)
         store.close()
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +17,6 @@ from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
-import uvicorn
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
@@ -30,7 +28,7 @@ from frota.provision import fleet as provisioning
 from protocols import identity
 from protocols.bundle_check import check_bundle
 from protocols.inspector_token import TokenError, check, issue
-from tests.services import free_port
+from tests.services import free_port, serve_app
 from tests.trust.broker import broker_user
 from tests.trust.fleet import speed
 
@@ -122,18 +120,10 @@ def page(fleet: Fleet) -> Iterator[tuple[str, Fleet, list[int]]]:
     clock = [T0 + HOUR]
     app = make_app(config, identity.load_cert_file(fleet.ca), ZoneInfo("America/Sao_Paulo"),
                    clock=lambda: clock[0])
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
     try:
-        yield f"http://127.0.0.1:{port}", fleet, clock
+        with serve_app(app) as base:
+            yield base, fleet, clock
     finally:
-        server.should_exit = True
-        thread.join(10)
         buf.close()
 
 

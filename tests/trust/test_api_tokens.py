@@ -4,15 +4,12 @@ token, 403 for a route the role may not use, 404 for a vehicle outside an operad
 from __future__ import annotations
 
 import stat
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from collector import tokens
 from collector.config import ConfigError, parse_config
@@ -21,7 +18,7 @@ from collector.ingest import Ingest
 from collector.store import open_store, record_row
 from frota.cli import main
 from tests.collector.helpers import T0, speed
-from tests.services import free_port
+from tests.services import serve_app
 
 MINE, THEIRS, NOBODYS = "ABC1D23", "XYZ9K88", "QQQ0Q00"
 OPERATORS = {MINE: "Viação Azul", THEIRS: "Expresso Verde", NOBODYS: None}
@@ -49,21 +46,12 @@ def api(tmp_path: Path) -> Iterator[Api]:
     ingest = Ingest(store, lambda: frozenset(OPERATORS))
     tokens_file = tmp_path / "tokens.json"
     access = Access(tokens.Tokens(tokens_file), lambda: OPERATORS)
-    port = free_port()
     app = make_app(ingest, lambda: frozenset(OPERATORS), access=access,
                    allowed_hosts=["127.0.0.1", "localhost"])
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
     try:
-        yield Api(f"http://127.0.0.1:{port}", tokens_file)
+        with serve_app(app) as base:
+            yield Api(base, tokens_file)
     finally:
-        server.should_exit = True
-        thread.join(10)
         store.close()
 
 
