@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from collector.http import Caller
 from collector.store import StoreError
-from collector.web import dayview, export, stats, tripview
+from collector.web import accident, dayview, export, stats, tripview
 from collector.web.context import Filters, NotFoundError, Web
 from collector.web.entries import EntryError, close_deadline
 from collector.web.overview import fleet_rows
@@ -204,6 +204,24 @@ def add_api(app: FastAPI, web: Web) -> None:
         name = f"frota-{vehicle}-{ms_to_ts(lo)[:10]}.zip"
         return Response(data, media_type="application/zip",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @app.get("/findings/{finding}/bundle", tags=["pages"], response_model=None,
+             responses={200: {"content": {"application/zip": {}}}})
+    def accident_bundle(token: Caller,
+                        finding: Annotated[str, Path(min_length=1, max_length=128)]) -> Response:
+        """The accident-data export of a ``trip.accident_data`` finding (TO 58 § único; SP 43
+        II; BA 34 § único): the signed bundle of the vehicle and period the finding names, with
+        the finding in its manifest (``finding``). fiscal, operador (its own vehicles) and
+        admin; 400 for a finding of another rule; each export is logged."""
+        try:
+            wanted = accident.accident_export(web, token, finding)
+        except NotFoundError as err:
+            raise _missing(err) from None
+        except export.ExportError as err:
+            raise HTTPException(status_code=400, detail=str(err)) from None
+        data = accident.accident_bundle(web, token, wanted, now_ms(), "API")
+        return Response(data, media_type="application/zip", headers={
+            "Content-Disposition": f'attachment; filename="{wanted.filename}"'})
 
     @app.get("/statistics", tags=["pages"], response_model=None)
     def statistics(token: Caller,

@@ -50,8 +50,9 @@ def check_period(since_ms: int, until_ms: int) -> None:
 
 
 def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
-           signer: BundleSigner | None, now_ms: int) -> bytes:
-    """The ZIP bytes of the bundle (the caller has checked the vehicle and the period)."""
+           signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None = None) -> bytes:
+    """The ZIP bytes of the bundle (the caller has checked the vehicle and the period);
+    ``extra``: more manifest fields (the accident-data export's ``finding``)."""
     check_period(since_ms, until_ms)
     files: dict[str, bytes] = {}
     lines = [canonical(orjson.loads(text)) for text in web.store.records(vehicle, since_ms, until_ms)]
@@ -73,6 +74,7 @@ def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
         "record_schema": 1, "chains": chains(lines),
     }
     manifest["outside"] = outside_links(web.store, vehicle, manifest["chains"], _seqs(lines))
+    manifest.update(extra or {})
     return pack(files, manifest, signer)
 
 

@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import FastAPI, Form, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup
 
 from collector.store import StoreError
-from collector.web import dayview, export, stats, svg, tripview, words
+from collector.web import accident, dayview, export, stats, svg, tripview, words
 from collector.web.context import Filters, NotFoundError, Web
 from collector.web.entries import EntryError, close_deadline
 from collector.web.localtime import hhmm, stamp, today
@@ -190,6 +191,17 @@ def add_pages(app: FastAPI, web: Web, sessions: Sessions) -> None:
         except StoreError as err:
             raise HTTPException(status_code=503, detail=str(err)) from None
         return RedirectResponse("/ocorrencias?abertas=true&registrado=1", status_code=303)
+
+    @app.get("/ocorrencias/{finding}/pacote", include_in_schema=False)
+    def pacote_acidente(user: PageUser,
+                        finding: Annotated[str, PathParam(min_length=1, max_length=128)]) -> Response:
+        try:
+            wanted = accident.accident_export(web, user, finding)
+        except export.ExportError as err:
+            raise HTTPException(status_code=400, detail=str(err)) from None
+        data = accident.accident_bundle(web, user, wanted, now_ms(), "page")
+        return Response(data, media_type="application/zip", headers={
+            "Content-Disposition": f'attachment; filename="{wanted.filename}"'})
 
     @app.get("/estatisticas", response_class=HTMLResponse, include_in_schema=False)
     def estatisticas(request: Request, user: PageUser) -> HTMLResponse:

@@ -72,6 +72,10 @@ def register(subparsers: Any) -> None:
 
     collector_inspector.add_subcommands(sub)  # inspector-token
 
+    from frota.commands import collector_export
+
+    collector_export.add_subcommands(sub)  # export
+
 
 def _config(path: str) -> Any:
     from collector.config import ConfigError, load_config

@@ -92,6 +92,7 @@ WORDS: dict[str, dict[str, str]] = {
         "agent": "  agent {agent}: seq {first} to {last}",
         "outside": "{n} link(s) of records outside the period followed (their hashes are in the "
                    "signed manifest)",
+        "finding": "the accident-data export of finding {id} ({rule}; {basis})",
         "intact": "INTACT: signature, files, hash chain and sequence check out",
         "not_intact": "NOT INTACT: {n} problem(s)",
         "line": "line", "agent_word": "agent",
@@ -109,6 +110,8 @@ WORDS: dict[str, dict[str, str]] = {
         "agent": "  agente {agent}: seq {first} a {last}",
         "outside": "{n} elo(s) de registros fora do período seguidos (seus hashes estão no "
                    "manifesto assinado)",
+        "finding": "dados do registrador após acidente com vítimas: ocorrência {id} ({rule}; "
+                   "{basis})",
         "intact": "ÍNTEGRO: assinatura, arquivos, cadeia de hashes e sequência conferem",
         "not_intact": "NÃO ÍNTEGRO: {n} problema(s)",
         "line": "linha", "agent_word": "agente",
@@ -143,6 +146,12 @@ def render(path: str, report: BundleReport, lang: str) -> list[str]:
         out.append(words["bundle"].format(
             path=path, vehicle=m.get("vehicle"), start=m.get("from"), end=m.get("to"),
             timezone=m.get("timezone", "UTC"), created=m.get("created")))
+    finding = m.get("finding") if m else None
+    if isinstance(finding, dict):  # the accident-data export (collector/web/accident.py)
+        basis = finding.get("basis")
+        out.append(words["finding"].format(
+            id=finding.get("id"), rule=finding.get("rule"),
+            basis="; ".join(str(b) for b in basis) if isinstance(basis, list) else "-"))
     if report.signer_role is not None:
         signer = m.get("signer") if isinstance(m.get("signer"), dict) else {}
         out.append(words["signed"].format(role=roles.get(report.signer_role, report.signer_role),
