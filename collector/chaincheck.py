@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 
+from collector import store_disc
 from collector.store import Store
 from protocols.chain import GENESIS, Checkpoint, checkpoint_valid, try_hash
 from protocols.keyring import Keyring
@@ -82,7 +83,8 @@ class Report:
 def _vehicles(store: Store, vehicle: str | None) -> list[str]:
     if vehicle is not None:
         return [vehicle]
-    rows = store._read("SELECT DISTINCT vehicle FROM records UNION SELECT DISTINCT vehicle FROM links")
+    rows = store._read("SELECT DISTINCT vehicle FROM records UNION SELECT DISTINCT vehicle FROM links"
+                       " UNION SELECT DISTINCT vehicle FROM disc_days")
     return sorted(str(r[0]) for r in rows)
 
 
@@ -92,20 +94,28 @@ def check_store(store: Store, keyring: Keyring | None, vehicle: str | None = Non
     report = Report()
     for name in _vehicles(store, vehicle):
         report.vehicles += 1
+        # the compacted days' records (collector/store_disc.py), read as the rows they were
+        packed: dict[str, list[tuple[int, str, int]]] = {}
+        frames: list[tuple[int, int]] = []
+        for row in store_disc.vehicle_rows(store, name):
+            packed.setdefault(row.agent, []).append((row.seq, row.text, row.ts_ms))
+            if row.device_seq is not None:
+                frames.append((int(row.device_seq), row.ts_ms))
         agents = sorted(
             {str(r[0]) for r in store._read(
                 "SELECT DISTINCT agent FROM records WHERE vehicle = ? "
                 "UNION SELECT DISTINCT agent FROM links WHERE vehicle = ?", (name, name))}
+            | set(packed)
         )
         for agent in agents:
             if agent == OPERATOR:
                 report.operator_entries += int(store._read(
                     "SELECT count(*) FROM records WHERE vehicle = ? AND agent = ?", (name, agent)
-                )[0][0])
+                )[0][0]) + len(packed.get(agent, ()))
             else:
                 report.agents += 1
-            _check_agent(store, keyring, name, agent, report)
-        _check_frames(store, name, report)
+            _check_agent(store, keyring, name, agent, report, packed.get(agent, []))
+        _check_frames(store, name, report, frames)
         for seq, agent, detail, ts_ms in store._read(
             "SELECT seq, agent, detail, ts_ms FROM integrity WHERE vehicle = ? AND cause = 'conflict'",
             (name,),
@@ -116,7 +126,7 @@ def check_store(store: Store, keyring: Keyring | None, vehicle: str | None = Non
 
 
 def _check_agent(store: Store, keyring: Keyring | None, vehicle: str, agent: str,
-                 report: Report) -> None:
+                 report: Report, packed: list[tuple[int, str, int]]) -> None:
     problems = report.problems
     links = {
         int(seq): (str(digest), prev, str(state))
@@ -126,9 +136,9 @@ def _check_agent(store: Store, keyring: Keyring | None, vehicle: str, agent: str
         )
     }
     records: dict[int, tuple[dict[str, Any] | None, int]] = {}
-    for seq, text, ts_ms in store._read(
+    for seq, text, ts_ms in [*store._read(
         "SELECT seq, record, ts_ms FROM records WHERE vehicle = ? AND agent = ?", (vehicle, agent)
-    ):
+    ), *packed]:
         try:
             rec = orjson.loads(text)
         except orjson.JSONDecodeError:
@@ -223,12 +233,18 @@ def _check_checkpoints(store: Store, keyring: Keyring | None, vehicle: str, agen
             times.get(last), stretch=True))
 
 
-def _check_frames(store: Store, vehicle: str, report: Report) -> None:
-    """Gaps in the registrador's frame numbers, in device time order."""
-    frames = store._read(
+def _check_frames(store: Store, vehicle: str, report: Report,
+                  packed: list[tuple[int, int]]) -> None:
+    """Gaps in the registrador's frame numbers, in device time order (``packed``: the
+    (frame, ts) of the compacted days' records)."""
+    earliest: dict[int, int] = {}
+    for device_seq, ts_ms in [*store._read(
         "SELECT device_seq, min(ts_ms) FROM records WHERE vehicle = ? AND device_seq IS NOT NULL "
-        "GROUP BY device_seq ORDER BY min(ts_ms), device_seq", (vehicle,)
-    )
+        "GROUP BY device_seq", (vehicle,)
+    ), *packed]:
+        number, ms = int(device_seq), int(ts_ms)
+        earliest[number] = min(ms, earliest.get(number, ms))
+    frames = sorted(earliest.items(), key=lambda item: (item[1], item[0]))
     # A prune (collector/retention.py) deletes frames up to its first instant kept; a frame gap
     # across such an instant is records pruned by law, not missing (a legal hold can keep an
     # older stretch, leaving the gap between it and the frames kept).

@@ -162,6 +162,11 @@ class RetentionConfig(_Strict):
     batch_rows: Annotated[int, Field(ge=1, le=100_000)] = 1000
     #: Prune once a day inside the running collector.
     daily: bool = True
+    #: Whole local days a vehicle-day stays as rows before it is compacted into one row
+    #: (collector/compaction.py: on local day T, the days D with T - D > this).
+    compact_after_days: Annotated[int, Field(ge=1)] = 2
+    #: Compact once a day inside the running collector.
+    compact_daily: bool = True
 
 
 class CollectorConfig(_Strict):

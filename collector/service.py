@@ -16,7 +16,7 @@ from types import FrameType
 
 import uvicorn
 
-from collector import registry, retention
+from collector import compaction, registry, retention
 from collector.config import CollectorConfig
 from collector.findings import LiveFindings
 from collector.http import Access, make_app
@@ -145,6 +145,18 @@ def daily_prune(store: Store, config: CollectorConfig) -> retention.DailyPrune:
     return retention.DailyPrune(once, store)
 
 
+def daily_compaction(store: Store, config: CollectorConfig) -> compaction.DailyCompaction:
+    """The daily compaction of a running collector (registry and profiles read at each run)."""
+    from collector.rules.profile import load_profiles
+
+    def once() -> list[compaction.DayCompacted]:
+        return compaction.compact(store, registry.load(config.registry), load_profiles(),
+                                  now_ms=retention.now_day_ms(),
+                                  after_days=config.retention.compact_after_days)
+
+    return compaction.DailyCompaction(once, store)
+
+
 def run(config: CollectorConfig) -> int:
     """Run the collector until SIGINT/SIGTERM; return the exit status."""
     sock = listen(config.http.host, config.http.port)
@@ -220,6 +232,10 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     if config.retention.daily:  # the same prune as frota collector prune, once a day
         pruner = daily_prune(store, config)
         pruner.start()
+    compactor = None
+    if config.retention.compact_daily:  # the same as frota collector compact, once a day
+        compactor = daily_compaction(store, config)
+        compactor.start()
     verifier = None
     if trust is not None:  # the chains and checkpoints, live (collector/verifier.py)
         verifier = ChainVerifier(store, trust.ca_file, trust.keyring)
@@ -233,6 +249,8 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
             verifier.stop()
         if pruner is not None:
             pruner.stop()
+        if compactor is not None:
+            compactor.stop()
         live.stop()
         store.close()
     return 0 if server.started else 1

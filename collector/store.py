@@ -22,6 +22,7 @@ acknowledges it as stored.
 
 from __future__ import annotations
 
+import heapq
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
@@ -31,7 +32,7 @@ from typing import Any, Final
 
 import orjson
 
-from collector import store_chain
+from collector import store_chain, store_disc
 from collector import store_rejects as rejects_bound
 from collector.store_chain import ChainPart
 from collector.store_rejects import RejectsTally
@@ -156,6 +157,8 @@ class Store(StoreSummaries, ABC):
         #: Bound on the payload bytes kept in ``rejects`` (None: no bound), see :meth:`put_many`.
         self.rejects_max_bytes = rejects_max_bytes
         self.rejects_tally = RejectsTally()
+        #: Where each vehicle's compacted days end (collector/store_disc.py: late records).
+        self.disc_watermarks = store_disc.Watermarks()
 
     def _load_rejects_tally(self) -> None:
         """Count the kept and dropped payload bytes of ``rejects`` (once, when opened)."""
@@ -223,6 +226,8 @@ class Store(StoreSummaries, ABC):
             tally = self.rejects_tally
             with self._transaction() as tx:
                 for i, (rows, rejects, vehicles) in enumerate(groups):
+                    if rows:  # a record of a compacted day reopens it first (store_disc.py)
+                        store_disc.reopen_for(self, tx, rows, int(rows[0][-1]))
                     counts.append(self._executemany(tx, INSERT_RECORD, rows) if rows else 0)
                     part = chains[i] if i < len(chains) else None
                     if part is not None:  # collector/store_chain.py: links, conflicts, checkpoint
@@ -294,15 +299,31 @@ class Store(StoreSummaries, ABC):
         return int(self._read("SELECT max(id) FROM records")[0][0] or 0)
 
     def vehicle_ids(self) -> list[str]:
-        """Every vehicle with stored records (from ``records``: operator entries included)."""
-        return sorted(str(row[0]) for row in self._read("SELECT DISTINCT vehicle FROM records"))
+        """Every vehicle with stored records (from ``records`` and the compacted days: operator
+        entries included)."""
+        return sorted(str(row[0]) for row in self._read(
+            "SELECT DISTINCT vehicle FROM records UNION SELECT DISTINCT vehicle FROM disc_days"))
 
     def records(
         self, vehicle: str, since_ms: int | None = None, until_ms: int | None = None
     ) -> Iterator[str]:
-        """The stored records' JSON of a vehicle with since <= ts < until, in (ts, seq) order."""
+        """The stored records' JSON of a vehicle with since <= ts < until, in (ts, seq) order
+        (the compacted days' records among the rows, collector/store_disc.py)."""
         lo = since_ms if since_ms is not None else -(1 << 62)
         hi = until_ms if until_ms is not None else 1 << 62
+        found = store_disc.days(self, vehicle, lo, hi)
+        if not found:
+            for _, _, text in self._rows(vehicle, lo, hi):
+                yield text
+            return
+        packed = ((r.ts_ms, r.seq, r.text) for r in store_disc.day_records(self, found, lo, hi))
+        for _, _, text in heapq.merge(self._rows(vehicle, lo, hi), packed,
+                                      key=lambda item: (item[0], item[1])):
+            yield text
+
+    def _rows(self, vehicle: str, lo: int, hi: int) -> Iterator[tuple[int, int, str]]:
+        """(ts, seq, JSON) of the vehicle's rows of ``records`` with lo <= ts < hi, in (ts,
+        seq, id) order."""
         after: tuple[int, int, int] = (lo - 1, 1 << 62, 1 << 62)
         while True:
             page = self._read(  # page by page: nothing is held between pages
@@ -311,8 +332,8 @@ class Store(StoreSummaries, ABC):
                 "ORDER BY ts_ms, seq, id LIMIT ?",
                 (vehicle, max(lo, after[0]), hi, *after, PAGE),
             )
-            for _, _, _, text in page:
-                yield str(text)
+            for ts_ms, seq, _, text in page:
+                yield int(ts_ms), int(seq), str(text)
             if len(page) < PAGE:
                 return
             last = page[-1]
@@ -354,10 +375,13 @@ class Store(StoreSummaries, ABC):
         ]
 
     def count(self, vehicle: str | None = None) -> int:
-        """How many records are stored (for one vehicle, or all)."""
+        """How many records are stored (for one vehicle, or all), compacted days included."""
         if vehicle is None:
-            return int(self._read("SELECT count(*) FROM records")[0][0])
-        return int(self._read("SELECT count(*) FROM records WHERE vehicle = ?", (vehicle,))[0][0])
+            rows = int(self._read("SELECT count(*) FROM records")[0][0])
+        else:
+            rows = int(self._read("SELECT count(*) FROM records WHERE vehicle = ?",
+                                  (vehicle,))[0][0])
+        return rows + store_disc.count(self, vehicle)
 
 
 def open_store(

@@ -234,4 +234,58 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         CREATE INDEX idx_findings_part ON findings (part, kept_ms)
         """,
     ),
+    Migration(
+        # The digital disc at rest (collector/compaction.py, collector/store_disc.py,
+        # docs/collector.md "The digital disc at rest"): one row per compacted vehicle-day (its
+        # local day in the vehicle's profile's zone and that day's bounds, the records' count,
+        # first and last device time, the chain hash of its first and last record, the blob of
+        # collector/disc.py and its codec version, the records' arrival times); the days a late
+        # record reopened (compacted again by the next run). The guards: a record may be deleted
+        # outside the prune only where a disc day covers its time (the compaction, which writes
+        # the day first), and a disc day only inside the prune or once its records are rows
+        # again (a late record reopening it): one copy of every record always stays.
+        "012_disc",
+        """
+        CREATE TABLE disc_days (vehicle TEXT NOT NULL, day TEXT NOT NULL,
+            day_start_ms BIGINT NOT NULL, day_end_ms BIGINT NOT NULL, records BIGINT NOT NULL,
+            first_ms BIGINT NOT NULL, last_ms BIGINT NOT NULL, first_hash TEXT,
+            last_hash TEXT, codec INTEGER NOT NULL, blob {bytes} NOT NULL,
+            received {bytes} NOT NULL, made_ms BIGINT NOT NULL, PRIMARY KEY (vehicle, day));
+        CREATE INDEX idx_disc_days_last ON disc_days (vehicle, last_ms);
+        CREATE TABLE disc_reopened (vehicle TEXT NOT NULL, day TEXT NOT NULL,
+            reopened_ms BIGINT NOT NULL, records BIGINT NOT NULL, PRIMARY KEY (vehicle, day))
+        """,
+        whole=(
+            ("sqlite", (
+                "DROP TRIGGER records_delete_guard",
+                "CREATE TRIGGER records_delete_guard BEFORE DELETE ON records "
+                "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND NOT EXISTS (SELECT 1 FROM "
+                "disc_days d WHERE d.vehicle = OLD.vehicle AND d.last_ms >= OLD.ts_ms AND "
+                "d.first_ms <= OLD.ts_ms) BEGIN "
+                f"SELECT RAISE(ABORT, '{DELETE_REFUSED}'); END",
+                "CREATE TRIGGER disc_days_delete_guard BEFORE DELETE ON disc_days "
+                "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND (SELECT count(*) FROM records r "
+                "WHERE r.vehicle = OLD.vehicle AND r.ts_ms >= OLD.first_ms AND "
+                "r.ts_ms <= OLD.last_ms) < OLD.records BEGIN "
+                f"SELECT RAISE(ABORT, '{DELETE_REFUSED}'); END",
+            )),
+            ("postgresql", (
+                "CREATE OR REPLACE FUNCTION frota_records_delete_row() RETURNS trigger "
+                "LANGUAGE plpgsql AS $$ BEGIN "
+                "IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND NOT EXISTS "
+                "(SELECT 1 FROM disc_days d WHERE d.vehicle = OLD.vehicle AND "
+                "d.last_ms >= OLD.ts_ms AND d.first_ms <= OLD.ts_ms) THEN "
+                f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN OLD; END $$",
+                "CREATE FUNCTION frota_disc_days_delete_row() RETURNS trigger LANGUAGE plpgsql "
+                "AS $$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND "
+                "(SELECT count(*) FROM records r WHERE r.vehicle = OLD.vehicle AND "
+                "r.ts_ms >= OLD.first_ms AND r.ts_ms <= OLD.last_ms) < OLD.records THEN "
+                f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN OLD; END $$",
+                "CREATE TRIGGER disc_days_delete_guard BEFORE DELETE ON disc_days FOR EACH ROW "
+                "EXECUTE FUNCTION frota_disc_days_delete_row()",
+                "CREATE TRIGGER disc_days_truncate_guard BEFORE TRUNCATE ON disc_days "
+                "FOR EACH STATEMENT EXECUTE FUNCTION frota_records_delete_guard()",
+            )),
+        ),
+    ),
 )

@@ -62,7 +62,7 @@ def register(subparsers: Any) -> None:
 
     from frota.commands import collector_retention
 
-    collector_retention.add_subcommands(sub)  # prune, hold add|release|list
+    collector_retention.add_subcommands(sub)  # prune, compact, hold add|release|list
 
     from frota.commands import collector_rejects
 

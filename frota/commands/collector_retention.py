@@ -1,5 +1,6 @@
-"""``frota collector prune`` and ``frota collector hold add|release|list`` (docs/collector.md,
-"Retention" and "Legal holds")."""
+"""``frota collector prune``, ``frota collector compact`` and ``frota collector hold
+add|release|list`` (docs/collector.md, "Retention", "The digital disc at rest" and "Legal
+holds")."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from frota.errors import UserError
 
 
 def add_subcommands(sub: Any) -> None:
-    """Add ``prune`` and ``hold`` to ``frota collector``."""
+    """Add ``prune``, ``compact`` and ``hold`` to ``frota collector``."""
     prune = sub.add_parser(
         "prune",
         help="delete records older than the keeping period (never younger than the law's minimum)",
@@ -26,6 +27,24 @@ def add_subcommands(sub: Any) -> None:
     prune.add_argument("--dry-run", action="store_true",
                        help="say what would be deleted, delete nothing")
     prune.set_defaults(func=run_prune)
+
+    compact = sub.add_parser(
+        "compact",
+        help="compact vehicle-days older than a few days into one row each (the digital disc)",
+        description="Compact each vehicle-day older than [retention] compact_after_days whole "
+        "local days (default 2) into one row: the day's records columnar, delta-encoded and "
+        "zstd-compressed, the hash chain kept. Every reader reads them back as before; a "
+        "record's rows are deleted only after its day is written and decoded back identical, "
+        "in the same transaction. Nothing is lost: prune alone deletes records.",
+    )
+    compact.add_argument("--config", required=True, metavar="FILE",
+                         help="the collector's TOML configuration")
+    compact.add_argument("--dry-run", action="store_true",
+                         help="say what would be compacted (and its size), change nothing")
+    compact.add_argument("--older-than-days", type=int, metavar="N",
+                         help="compact days older than N whole local days (default: "
+                         "[retention] compact_after_days)")
+    compact.set_defaults(func=run_compact)
 
     hold = sub.add_parser("hold", help="legal holds: periods no prune deletes",
                           description="Legal holds: a vehicle's period kept whatever its age "
@@ -129,6 +148,40 @@ def run_prune(args: argparse.Namespace) -> int:
               f"(profile {one.profile}, {one.keep_days} days kept{held})")
     total = sum(one.deleted for one in done)
     print(f"prune: {verb} {total} records of {len(done)} vehicles", file=sys.stderr)
+    return 0
+
+
+def run_compact(args: argparse.Namespace) -> int:
+    """Compact (or, dry, measure) the vehicle-days past compact_after_days."""
+    from collector import compaction, retention
+    from collector.rules.profile import load_profiles
+    from collector.store import StoreError
+
+    days = args.older_than_days
+    if days is not None and days < 1:
+        raise UserError("--older-than-days: at least 1 (today and yesterday are still arriving)")
+    config, store, reg = _open(args.config)
+    try:
+        with compaction.compact_lease(store) as mine:
+            if not mine:
+                raise UserError("another collector is compacting this store now; try again "
+                                "later")
+            done = compaction.compact(
+                store, reg, load_profiles(), now_ms=retention.now_day_ms(),
+                after_days=days if days is not None else config.retention.compact_after_days,
+                dry_run=args.dry_run)
+    except StoreError as err:
+        raise UserError(str(err)) from err
+    finally:
+        store.close()
+    verb = "would compact" if args.dry_run else "compacted"
+    for one in done:
+        merged = " (merged with its compacted records)" if one.merged else ""
+        print(f"{one.vehicle} {one.day}: {verb} {one.records} records, {one.raw_bytes} bytes of "
+              f"JSON into {one.blob_bytes} ({one.blob_bytes / one.records:.2f} bytes/record)"
+              f"{merged}")
+    total = sum(one.records for one in done)
+    print(f"compact: {verb} {total} records in {len(done)} vehicle-days", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,241 @@
+"""The compaction job: vehicle-days older than a few days become one ``disc_days`` row each
+(docs/collector.md, "The digital disc at rest"; the codec is :mod:`collector.disc`, the reading
+back :mod:`collector.store_disc`).
+
+- A day is a whole local day in the time zone of the vehicle's profile (registry
+  ``vehicles[].profile``, else the default), as retention counts them (collector/retention.py).
+  A day D is compacted on local day T when T - D > N, N = ``[retention] compact_after_days``
+  (default :data:`DEFAULT_AFTER_DAYS`): with N = 2, on 3 December the days up to 30 November.
+- Per day: its rows are read and encoded outside any transaction; then ONE short transaction
+  checks that the rows did not change meanwhile, writes the day, reads the blob back from the
+  store and decodes it (it must give exactly the texts read, in order), and only then deletes
+  the rows (the delete guard lets a record go only where a disc day covers it). A day that
+  changed or does not decode back is left as rows (and logged). The ingest waits at most one
+  day's transaction; the job pauses between two days.
+- A day with rows and a disc row already (a record that arrived while another collector
+  compacted it) is merged: its disc records and its rows, one day again.
+- With several collectors on one PostgreSQL store, one compaction at a time (an advisory lock,
+  as the prune).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Final
+
+import orjson
+
+from collector import disc, store_disc
+from collector.registry import Registry
+from collector.retention import cutoff_ms, local_day, vehicle_profile
+from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
+from collector.store import Store
+from collector.store_disc import INSERT_DAY, DayRow
+from protocols.chain import try_hash
+
+log = logging.getLogger(__name__)
+
+#: Whole local days a vehicle-day stays as rows before it is compacted (late records, history
+#: downloads and resends arrive within hours; two days leave them room, and the day before
+#: yesterday is still read from rows by anyone looking at "yesterday" across midnight).
+DEFAULT_AFTER_DAYS: Final = 2
+#: PostgreSQL advisory lock key of the compaction (one collector at a time on a shared store).
+COMPACT_LOCK: Final = 0x46524F5444  # "FROTD"
+
+
+@dataclass(frozen=True)
+class DayCompacted:
+    """One vehicle-day the job compacted (dry: would compact)."""
+
+    vehicle: str
+    day: str
+    records: int
+    raw_bytes: int
+    blob_bytes: int
+    merged: bool = False
+
+
+class CompactionError(RuntimeError):
+    """A day that changed while it was encoded, or does not decode back (left as rows)."""
+
+
+def _day_bounds(day: date, profile: Profile) -> tuple[int, int]:
+    return (local_midnight_ms(day, profile.tz),
+            local_midnight_ms(day + timedelta(days=1), profile.tz))
+
+
+def candidate_days(store: Store, vehicle: str, before_ms: int,
+                   profile: Profile) -> Iterator[tuple[date, int, int]]:
+    """The local days of the vehicle's rows with ts < ``before`` (day, start, end), oldest
+    first, each found by one indexed look-up."""
+    at = -(1 << 62)
+    while True:
+        rows = store._read("SELECT min(ts_ms) FROM records WHERE vehicle = ? AND ts_ms >= ? "
+                           "AND ts_ms < ?", (vehicle, at, before_ms))
+        if not rows or rows[0][0] is None:
+            return
+        day = local_day(int(rows[0][0]), profile)
+        start, end = _day_bounds(day, profile)
+        if end > before_ms:
+            return
+        yield day, start, end
+        at = end
+
+
+def _texts_of(rows: list[tuple[int, str, int]], old: list[DayRow]) -> tuple[list[str], list[int]]:
+    """The day's texts and arrivals in (ts, seq, row) order, disc records first among equals;
+    a row already in the disc records (same agent and seq) counts once when identical."""
+    have = {(r.agent, r.seq): r.text for r in old}
+    merged: list[tuple[int, int, int, str, int]] = [
+        (r.ts_ms, r.seq, -1, r.text, r.received_ms) for r in old]
+    for row_id, text, received_ms in rows:
+        rec = orjson.loads(text)
+        key = (str(rec.get("agent")), int(rec.get("seq") or 0))
+        if key in have:
+            if have[key] != text:
+                raise CompactionError(f"{key[0]} seq {key[1]} differs from its compacted copy")
+            continue
+        merged.append((int(store_ts(rec)), key[1], row_id, text, received_ms))
+    merged.sort(key=lambda m: (m[0], m[1], m[2]))
+    return [m[3] for m in merged], [m[4] for m in merged]
+
+
+def store_ts(rec: dict[str, object]) -> int:
+    """A record's device time in ms."""
+    from protocols.records import ts_to_ms
+
+    return ts_to_ms(str(rec["ts"]))
+
+
+def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, now_ms: int,
+                dry_run: bool = False) -> DayCompacted | None:
+    """Compact one vehicle-day (see the module docstring); None when it has no rows."""
+    rows = [(int(i), str(t), int(r)) for i, t, r in store._read(
+        "SELECT id, record, received_ms FROM records WHERE vehicle = ? AND ts_ms >= ? "
+        "AND ts_ms < ? ORDER BY ts_ms, seq, id", (vehicle, start, end))]
+    if not rows:
+        return None
+    name = day.isoformat()
+    existing = [d for d in store_disc.days(store, vehicle, start, end) if d.day == name]
+    old = store_disc.day_rows(store, existing[0]) if existing else []
+    texts, received = _texts_of(rows, old)
+    raw_bytes = sum(len(t) for _, t, _ in rows)
+    blob = disc.encode_day(texts)
+    if dry_run:
+        return DayCompacted(vehicle, name, len(texts), raw_bytes, len(blob), bool(existing))
+    packed = store_disc.pack_received(received)
+    first = orjson.loads(texts[0])
+    last = orjson.loads(texts[-1])
+    ids = [(i,) for i, _, _ in rows]
+    with store._lock, store._transaction() as tx:
+        now = store._query("SELECT count(*), max(id) FROM records WHERE vehicle = ? AND "
+                           "ts_ms >= ? AND ts_ms < ?", (vehicle, start, end))
+        if int(now[0][0]) != len(rows) or int(now[0][1]) != max(i for i, _, _ in rows):
+            raise CompactionError(f"{vehicle} {name}: rows changed while encoding, left as rows")
+        values = (vehicle, name, start, end, len(texts), store_ts(first), store_ts(last),
+                  try_hash(first), try_hash(last), disc.VERSION, now_ms)
+        if existing:
+            store._executemany(tx, (
+                "UPDATE disc_days SET records = ?, first_ms = ?, last_ms = ?, first_hash = ?, "
+                "last_hash = ?, codec = ?, made_ms = ?, blob = ?, received = ? "
+                "WHERE vehicle = ? AND day = ?"), [(*values[4:], blob, packed, vehicle, name)])
+        else:
+            store._executemany(tx, INSERT_DAY, [(*values, blob, packed)])
+        back = store._query("SELECT blob, received FROM disc_days WHERE vehicle = ? AND day = ?",
+                            (vehicle, name))
+        if disc.decode_day(bytes(back[0][0])) != texts or \
+                store_disc.unpack_received(bytes(back[0][1])) != received:
+            raise CompactionError(f"{vehicle} {name}: the day does not decode back, left as rows")
+        store._executemany(tx, "DELETE FROM records WHERE id = ?", ids)
+        store._executemany(tx, "DELETE FROM disc_reopened WHERE vehicle = ? AND day = ?",
+                           [(vehicle, name)])
+    store.disc_watermarks.ends[vehicle] = max(end, store.disc_watermarks.ends.get(vehicle, end))
+    return DayCompacted(vehicle, name, len(texts), raw_bytes, len(blob), bool(existing))
+
+
+def compact(store: Store, registry: Registry | None, profiles: Mapping[str, Profile], *,
+            now_ms: int, after_days: int = DEFAULT_AFTER_DAYS, default: str = DEFAULT_PROFILE,
+            dry_run: bool = False, pause_s: float = 0.05,
+            vehicles: list[str] | None = None) -> list[DayCompacted]:
+    """Compact every vehicle-day older than ``after_days`` whole local days; what was (dry:
+    would be) compacted. A day that fails is logged and left as rows."""
+    out: list[DayCompacted] = []
+    names = vehicles if vehicles is not None else sorted(
+        str(r[0]) for r in store._read("SELECT DISTINCT vehicle FROM records"))
+    for vehicle in names:
+        profile = vehicle_profile(vehicle, registry, profiles, default)
+        before = cutoff_ms(local_day(now_ms, profile), after_days, profile)
+        for day, start, end in list(candidate_days(store, vehicle, before, profile)):
+            try:
+                done = compact_day(store, vehicle, day, start, end, now_ms=now_ms,
+                                   dry_run=dry_run)
+            except CompactionError as err:
+                log.warning("compact: %s", err)
+                continue
+            if done is not None:
+                out.append(done)
+                if not dry_run:
+                    time.sleep(pause_s)  # let the ingest's next commit in between two days
+    return out
+
+
+@contextmanager
+def compact_lease(store: Store) -> Iterator[bool]:
+    """True when this process may compact now: always on SQLite (one writer); on PostgreSQL
+    when it holds the advisory lock (released on exit), False while another collector does."""
+    if store.dialect != "postgresql":
+        yield True
+        return
+    with store._lock:
+        got = bool(store._query("SELECT pg_try_advisory_lock(?)", (COMPACT_LOCK,))[0][0])
+    try:
+        yield got
+    finally:
+        if got:
+            with store._lock:
+                store._query("SELECT pg_advisory_unlock(?)", (COMPACT_LOCK,))
+
+
+class DailyCompaction:
+    """The collector's compaction, once a day (the first two hours after start), under the
+    lease."""
+
+    def __init__(self, run_once: Callable[[], list[DayCompacted]], store: Store,
+                 every_s: float = 86_400.0, first_after_s: float = 7_200.0) -> None:
+        self.run_once = run_once
+        self.store = store
+        self.every_s = every_s
+        self.first_after_s = first_after_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="compact", daemon=True)
+
+    def start(self) -> None:
+        """Start the daily thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop it (a running day finishes first)."""
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        wait = self.first_after_s
+        while not self._stop.wait(wait):
+            wait = self.every_s
+            try:
+                with compact_lease(self.store) as mine:
+                    if not mine:
+                        log.info("compact: another collector holds the lease, skipped today")
+                        continue
+                    done = self.run_once()
+                log.info("compact: %d vehicle-days compacted (%d records)", len(done),
+                         sum(d.records for d in done))
+            except Exception:  # the compaction must never take the collector down
+                log.exception("compact: failed, the next run is tomorrow")
+

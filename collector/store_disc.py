@@ -1,0 +1,281 @@
+"""Compacted vehicle-days in the store (migration ``012_disc``): reading them as if they were rows,
+and reopening one for a late record (docs/collector.md, "The digital disc at rest").
+
+A compacted day is one ``disc_days`` row: the day's record texts as one blob of
+:mod:`collector.disc` (in the order ``Store.records`` gives them: ts, seq, row id) and their
+arrival times beside it. Its records are no longer rows of ``records``; every reader adds them
+back through this module (:func:`day_records`, :func:`vehicle_rows`), so what a reader sees is the
+same before and after compaction. A record arriving for a compacted day (:func:`reopen_for`, in
+the ingest's own transaction, before the insert) turns the day back into rows first: the insert
+then skips a record already stored exactly as before, and the day is compacted again by the next
+run (``disc_reopened``), its chain checked again at once (:func:`check_stretch`).
+
+Decoded days are kept in a small cache (a page reads a day's events, samples and speeds in turn).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+import zstandard
+
+from collector import disc
+from protocols.chain import GENESIS, try_hash
+from protocols.records import device_key, ts_to_ms
+
+if TYPE_CHECKING:
+    from collector.store import Store
+
+#: Decoded days kept in memory (all stores of the process together).
+CACHE_DAYS: Final = 8
+#: Seconds a store trusts its list of compacted days before reading it again (another collector
+#: sharing the store may compact in between; a record it misses is merged by the next run).
+REFRESH_S: Final = 60.0
+DAY_COLUMNS: Final = ("vehicle", "day", "day_start_ms", "day_end_ms", "records", "first_ms",
+                      "last_ms", "first_hash", "last_hash", "codec", "made_ms")
+INSERT_DAY: Final = (
+    f"INSERT INTO disc_days ({', '.join(DAY_COLUMNS)}, blob, received) "
+    f"VALUES ({', '.join('?' * (len(DAY_COLUMNS) + 2))})"
+)
+
+
+@dataclass(frozen=True)
+class DiscDay:
+    """One compacted vehicle-day (its blob not read)."""
+
+    vehicle: str
+    day: str
+    day_start_ms: int
+    day_end_ms: int
+    records: int
+    first_ms: int
+    last_ms: int
+    first_hash: str | None
+    last_hash: str | None
+    codec: int
+    made_ms: int
+
+
+@dataclass(frozen=True)
+class DayRow:
+    """One record of a compacted day, with the columns a row of ``records`` has."""
+
+    ts_ms: int
+    seq: int
+    agent: str
+    kind: str
+    device_seq: int | None
+    received_ms: int
+    text: str
+
+    def row(self, vehicle: str, rec: dict[str, Any] | None = None) -> tuple[Any, ...]:
+        """The row of ``records`` (``collector.store.RECORD_COLUMNS`` order) it was."""
+        rec = rec if rec is not None else orjson.loads(self.text)
+        return (vehicle, self.agent, self.seq, rec["ts"], self.ts_ms, self.kind,
+                self.device_seq, device_key(rec, self.ts_ms), None, self.text, self.received_ms)
+
+
+def pack_received(values: Sequence[int]) -> bytes:
+    """Arrival times (ms) → zstd of their deltas of deltas."""
+    return zstandard.ZstdCompressor(level=disc.LEVEL).compress(disc._dod(values))
+
+
+def unpack_received(data: bytes) -> list[int]:
+    """The inverse of :func:`pack_received`."""
+    return disc._undod(zstandard.ZstdDecompressor().decompress(data))
+
+
+def _day(row: Sequence[Any]) -> DiscDay:
+    return DiscDay(str(row[0]), str(row[1]), int(row[2]), int(row[3]), int(row[4]),
+                   int(row[5]), int(row[6]), None if row[7] is None else str(row[7]),
+                   None if row[8] is None else str(row[8]), int(row[9]), int(row[10]))
+
+
+def days(store: Store, vehicle: str | None = None, since_ms: int | None = None,
+         until_ms: int | None = None) -> list[DiscDay]:
+    """The compacted days (of a vehicle) holding records with since <= ts < until, in time
+    order."""
+    sql = f"SELECT {', '.join(DAY_COLUMNS)} FROM disc_days WHERE 1 = 1"
+    params: list[Any] = []
+    if vehicle is not None:
+        sql += " AND vehicle = ?"
+        params.append(vehicle)
+    if since_ms is not None:
+        sql += " AND last_ms >= ?"
+        params.append(since_ms)
+    if until_ms is not None:
+        sql += " AND first_ms < ?"
+        params.append(until_ms)
+    return [_day(r) for r in store._read(sql + " ORDER BY vehicle, first_ms", tuple(params))]
+
+
+def vehicles(store: Store) -> set[str]:
+    """Vehicles with compacted days."""
+    return {str(r[0]) for r in store._read("SELECT DISTINCT vehicle FROM disc_days")}
+
+
+def count(store: Store, vehicle: str | None = None) -> int:
+    """Records in compacted days (of a vehicle)."""
+    if vehicle is None:
+        rows = store._read("SELECT sum(records) FROM disc_days")
+    else:
+        rows = store._read("SELECT sum(records) FROM disc_days WHERE vehicle = ?", (vehicle,))
+    return int(rows[0][0] or 0) if rows else 0
+
+
+_cache: OrderedDict[bytes, list[DayRow]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def decode_rows(blob: bytes, received: bytes) -> list[DayRow]:
+    """A day's blob and arrival times → its rows, in stored order."""
+    key = hashlib.blake2b(blob + b"\0" + received, digest_size=20).digest()
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+    texts = disc.decode_day(blob)
+    arrived = unpack_received(received)
+    out = []
+    for text, received_ms in zip(texts, arrived, strict=True):
+        rec = orjson.loads(text)
+        out.append(DayRow(ts_to_ms(rec["ts"]), int(rec.get("seq") or 0), str(rec.get("agent")),
+                          str(rec.get("kind")), rec.get("device_seq"), received_ms, text))
+    with _cache_lock:
+        _cache[key] = out
+        while len(_cache) > CACHE_DAYS:
+            _cache.popitem(last=False)
+    return out
+
+
+def day_rows(store: Store, day: DiscDay, query: bool = False) -> list[DayRow]:
+    """The rows of one compacted day (``query``: through the writer's connection, inside its
+    transaction)."""
+    sql = "SELECT blob, received FROM disc_days WHERE vehicle = ? AND day = ?"
+    read = store._query if query else store._read
+    found = read(sql, (day.vehicle, day.day))
+    if not found:
+        return []   # reopened or pruned since it was listed
+    return decode_rows(bytes(found[0][0]), bytes(found[0][1]))
+
+
+def day_records(store: Store, found: Iterable[DiscDay], since_ms: int,
+                until_ms: int) -> Iterator[DayRow]:
+    """The rows of the days ``found`` with since <= ts < until, in stored order."""
+    for day in found:
+        for row in day_rows(store, day):
+            if since_ms <= row.ts_ms < until_ms:
+                yield row
+
+
+def vehicle_rows(store: Store, vehicle: str, since_ms: int | None = None,
+                 until_ms: int | None = None) -> Iterator[DayRow]:
+    """Every compacted row of a vehicle with since <= ts < until, in time order."""
+    lo = -(1 << 62) if since_ms is None else since_ms
+    hi = 1 << 62 if until_ms is None else until_ms
+    yield from day_records(store, days(store, vehicle, lo, hi), lo, hi)
+
+
+# -- late records ------------------------------------------------------------------------------
+class Watermarks:
+    """Per vehicle, the end of its latest compacted day (read again every :data:`REFRESH_S`):
+    a record before it may belong to a compacted day; one after it cannot."""
+
+    def __init__(self) -> None:
+        self.ends: dict[str, int] = {}
+        self.read_at = -REFRESH_S
+
+    def refresh(self, store: Store, force: bool = False) -> dict[str, int]:
+        """The watermarks, read again when stale (on the writer's connection: inside a
+        transaction, it sees that transaction)."""
+        now = time.monotonic()
+        if force or now - self.read_at >= REFRESH_S:
+            self.ends = {str(v): int(e) for v, e in store._query(
+                "SELECT vehicle, max(day_end_ms) FROM disc_days GROUP BY vehicle")}
+            self.read_at = now
+        return self.ends
+
+
+def reopen_for(store: Store, tx: Any, rows: Sequence[tuple[Any, ...]], now_ms: int) -> int:
+    """Inside the ingest's transaction, before ``rows`` (``records`` rows) are inserted: reopen
+    every compacted day one of them belongs to; how many days were reopened."""
+    ends = store.disc_watermarks.refresh(store)
+    if not ends:
+        return 0
+    late: dict[str, tuple[int, int]] = {}
+    for row in rows:
+        vehicle, ts_ms = row[0], int(row[4])
+        end = ends.get(vehicle)
+        if end is not None and ts_ms < end:
+            lo, hi = late.get(vehicle, (ts_ms, ts_ms))
+            late[vehicle] = (min(lo, ts_ms), max(hi, ts_ms))
+    reopened = 0
+    for vehicle, (lo, hi) in late.items():
+        hit = store._query(
+            f"SELECT {', '.join(DAY_COLUMNS)} FROM disc_days WHERE vehicle = ? AND "
+            "day_end_ms > ? AND day_start_ms <= ?", (vehicle, lo, hi))
+        stamps = {int(r[4]) for r in rows if r[0] == vehicle}
+        for found in (_day(r) for r in hit):
+            if any(found.day_start_ms <= ms < found.day_end_ms for ms in stamps):
+                reopen(store, tx, found, now_ms)
+                reopened += 1
+    return reopened
+
+
+def reopen(store: Store, tx: Any, day: DiscDay, now_ms: int) -> list[DayRow]:
+    """Turn a compacted day back into rows (inside ``tx``), mark it for compaction again and
+    check its chain again; its rows."""
+    from collector.store import INSERT_RECORD
+
+    got = day_rows(store, day, query=True)
+    store._executemany(tx, INSERT_RECORD, [r.row(day.vehicle) for r in got])
+    store._executemany(tx, "DELETE FROM disc_days WHERE vehicle = ? AND day = ?",
+                       [(day.vehicle, day.day)])
+    store._executemany(tx, "DELETE FROM disc_reopened WHERE vehicle = ? AND day = ?",
+                       [(day.vehicle, day.day)])
+    store._executemany(tx, "INSERT INTO disc_reopened (vehicle, day, reopened_ms, records) "
+                       "VALUES (?, ?, ?, ?)", [(day.vehicle, day.day, now_ms, len(got))])
+    check_stretch(store, tx, day.vehicle, got, now_ms)
+    return got
+
+
+def check_stretch(store: Store, tx: Any, vehicle: str, rows: Sequence[DayRow],
+                  found_ms: int) -> int:
+    """The chain check of a stretch of records (a reopened day): each record's hash must be its
+    link's, and its ``prev`` the hash of the record (link) before it; what fails becomes an
+    ``integrity`` row (``chain_break``), as the live verifier writes. How many failed."""
+    from collector.store_chain import INSERT_INTEGRITY
+
+    by_agent: dict[str, list[DayRow]] = {}
+    for row in rows:
+        by_agent.setdefault(row.agent, []).append(row)
+    problems: list[tuple[Any, ...]] = []
+    for agent, mine in by_agent.items():
+        seqs = [r.seq for r in mine]
+        links = {int(s): str(h) for s, h in store._query(
+            "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq >= ? "
+            "AND seq <= ?", (vehicle, agent, min(seqs) - 1, max(seqs)))}
+        for row in mine:
+            rec = orjson.loads(row.text)
+            digest = try_hash(rec)
+            before = GENESIS if row.seq == 1 else links.get(row.seq - 1)
+            link = links.get(row.seq)
+            if link is not None and digest != link:
+                problems.append((vehicle, agent, row.seq, "chain_break",
+                                 "reopened compacted record differs from the one received",
+                                 row.ts_ms, found_ms))
+            elif before is not None and rec.get("prev") not in (None, before):
+                problems.append((vehicle, agent, row.seq, "chain_break",
+                                 "prev is not the hash of the record before it (reopened day)",
+                                 row.ts_ms, found_ms))
+    if problems:
+        store._executemany(tx, INSERT_INTEGRITY, problems)
+    return len(problems)

@@ -1,0 +1,207 @@
+"""The digital disc at rest in the store (issue 15 item 6): compacted vehicle-days, read back as
+the rows they replaced, the delete guards, the late record that reopens a day, frota verify.
+
+Hand-worked days. "Now" is 2026-12-01T15:00Z = 12:00 in São Paulo (UTC-3), local day
+2026-12-01. With compact_after_days = 2 a local day D is compacted when 2026-12-01 - D > 2
+days: 2026-11-28 and before. The bus records every 3 hours from 2026-11-27T03:00Z (local
+2026-11-27 00:00) to 2026-12-01T12:00Z, 8 instants a local day, a registrador speed sample
+(with its frame number and bytes) and a GPS position at each: local days 27 and 28 November
+are compacted (2 × 8 × 2 = 32 records); the record at 2026-11-29T00:00Z is local
+2026-11-28 21:00 (compacted, although its UTC date is the 29th); 29 November on stay rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from collector import compaction, store_disc
+from collector.chaincheck import check_store
+from collector.ingest import Ingest
+from collector.rules.profile import load_profiles
+from collector.store import Store, StoreError
+from protocols import identity
+from protocols.chain import GENESIS, record_hash, sign_checkpoint
+from protocols.keyring import Keyring, entry_json, load_keyring, write_entries
+from protocols.records import make_record, ms_to_ts, ts_to_ms
+from protocols.uplink import encode_batch
+
+BUS = "ABC1D23"
+AGENT = "a1"
+TOPIC = f"frota/v1/{BUS}/up"
+NOW = ts_to_ms("2026-12-01T15:00:00Z")
+START = ts_to_ms("2026-11-27T03:00:00Z")
+STEP = 3 * 3_600_000
+INSTANTS = 36   # 2026-11-27T03:00Z + 35 × 3 h = 2026-12-01T12:00Z
+
+
+def _records(count: int = INSTANTS, first_seq: int = 1, prev: str = GENESIS,
+             start: int = START) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    seq = first_seq
+    for n in range(count):
+        ts = ms_to_ts(start + n * STEP)
+        frame = first_seq // 2 + n + 1
+        for rec in (make_record("speed", BUS, ts, kmh=float(40 + n % 50), odometer_m=1000 * n,
+                                ignition=True, device_seq=frame, raw=f"aa55{frame:04x}"),
+                    make_record("position", BUS, ts, lat=-23.5 + n * 1e-3, lon=-46.6,
+                                kmh=float(40 + n % 50))):
+            rec = {**rec, "agent": AGENT, "seq": seq, "prev": prev}
+            prev = record_hash(rec)
+            out.append(rec)
+            seq += 1
+    return out
+
+
+def _late(seq: int, prev: str, ts: str) -> list[dict[str, Any]]:
+    """A late GPS position under the next seq (its seq follows the chain, its time is old)."""
+    rec = {**make_record("position", BUS, ts, lat=-23.4, lon=-46.5, kmh=12.0),
+           "agent": AGENT, "seq": seq, "prev": prev}
+    return [rec]
+
+
+def _signed(tmp_path: Path) -> tuple[Any, Keyring]:
+    ca_key, ca_cert = identity.make_ca("test CA")
+    key = identity.new_signing_key()
+    cert = identity.certify_signing_key(ca_key, ca_cert, BUS, "vehicle", key.public_key())
+    write_entries(tmp_path / "keyring.json", [entry_json(cert)])
+    return key, load_keyring(tmp_path / "keyring.json", ca_cert)
+
+
+def _ingest(store: Store, records: list[dict[str, Any]], key: Any) -> None:
+    last = records[-1]
+    cp = sign_checkpoint(key, BUS, AGENT, int(last["seq"]), record_hash(last)).json()
+    answer = Ingest(store, lambda: frozenset({BUS})).handle(
+        TOPIC, encode_batch(BUS, AGENT, records, checkpoint=cp))
+    assert answer is not None
+
+
+def _compact(store: Store, **kw: Any) -> list[compaction.DayCompacted]:
+    return compaction.compact(store, None, load_profiles(), now_ms=NOW, after_days=2,
+                              pause_s=0, **kw)
+
+
+def test_compacted_days_read_back_as_the_rows_they_replaced(store: Store, tmp_path: Path) -> None:
+    key, keyring = _signed(tmp_path)
+    records = _records()
+    _ingest(store, records, key)
+    before = list(store.records(BUS))
+    assert len(before) == 2 * INSTANTS
+    assert check_store(store, keyring).problems == []
+    done = _compact(store)
+    assert [(d.day, d.records) for d in done] == [("2026-11-27", 16), ("2026-11-28", 16)]
+    assert int(store._read("SELECT count(*) FROM records")[0][0]) == 2 * INSTANTS - 32
+    days = store_disc.days(store, BUS)
+    assert [(d.day, d.records, d.first_ms, d.last_ms) for d in days] == [
+        ("2026-11-27", 16, START, START + 7 * STEP),
+        ("2026-11-28", 16, START + 8 * STEP, START + 15 * STEP)]
+    assert days[0].first_hash == record_hash(records[0])
+    assert days[1].last_hash == record_hash(records[31])
+    # every reader of records sees the same records, in the same order
+    assert list(store.records(BUS)) == before
+    window = (START + 6 * STEP, START + 10 * STEP)  # across the compacted days and a row day
+    assert list(store.records(BUS, *window)) == [
+        t for t in before if window[0] <= ts_to_ms(json.loads(t)["ts"]) < window[1]]
+    assert store.count(BUS) == store.count() == 2 * INSTANTS
+    assert store.vehicle_ids() == [BUS]
+    # frota verify's check still passes: the chain is whole, every hash its link's
+    report = check_store(store, keyring)
+    assert report.problems == []
+    assert report.records == 2 * INSTANTS
+    # compacting again changes nothing
+    assert _compact(store) == []
+
+
+def test_only_compaction_and_prune_delete(store: Store, tmp_path: Path) -> None:
+    key, _ = _signed(tmp_path)
+    _ingest(store, _records(), key)
+    _compact(store)
+    wrong = (sqlite3.DatabaseError, psycopg.Error, StoreError)
+    # a row of a day not compacted: refused, whatever the route
+    with pytest.raises(wrong, match="deleted only by frota collector prune"):
+        store.apply([("DELETE FROM records WHERE ts_ms >= ?", [(NOW - 86_400_000,)])])
+    # a compacted day: its row may not go while its records are not rows again
+    with pytest.raises(wrong, match="deleted only by frota collector prune"):
+        store.apply([("DELETE FROM disc_days", [()])])
+    assert len(store_disc.days(store, BUS)) == 2
+    assert store.count() == 2 * INSTANTS
+
+
+def test_a_late_record_reopens_its_compacted_day(store: Store, tmp_path: Path) -> None:
+    key, keyring = _signed(tmp_path)
+    records = _records()
+    _ingest(store, records, key)
+    _compact(store)
+    before = list(store.records(BUS))
+    # a late GPS position of 2026-11-28 12:00:01 local, under the next seq
+    late = _late(len(records) + 1, record_hash(records[-1]), "2026-11-28T15:00:01.000Z")
+    _ingest(store, late, key)
+    assert [d.day for d in store_disc.days(store, BUS)] == ["2026-11-27"]
+    assert [tuple(r) for r in store._read("SELECT day, records FROM disc_reopened")] == [
+        ("2026-11-28", 16)]
+    after = list(store.records(BUS))
+    assert len(after) == len(before) + 1
+    assert [t for t in after if t not in {json.dumps(r, separators=(",", ":")) for r in late}] \
+        == before
+    assert check_store(store, keyring).problems == []
+    assert store._read("SELECT count(*) FROM integrity")[0][0] == 0
+    # a resend of a compacted record is stored once: its day reopens, the insert skips it
+    _ingest(store, records[:2], key)
+    assert store.count() == len(before) + 1
+    # the next run compacts both days again
+    done = _compact(store)
+    assert [(d.day, d.records) for d in done] == [("2026-11-27", 16), ("2026-11-28", 17)]
+    assert list(store.records(BUS)) == after
+    assert store._read("SELECT count(*) FROM disc_reopened")[0][0] == 0
+    assert check_store(store, keyring).problems == []
+
+
+def test_reopened_day_altered_in_the_store_is_a_chain_break(store: Store, tmp_path: Path) -> None:
+    key, _ = _signed(tmp_path)
+    records = _records()
+    _ingest(store, records, key)
+    _compact(store)
+    # someone rewrites the 27th's blob with one record changed (the link keeps the true hash)
+    day = store_disc.days(store, BUS)[0]
+    rows = store_disc.day_rows(store, day)
+    texts = [r.text for r in rows]
+    texts[3] = texts[3].replace('"lon":-46.6', '"lon":-46.7')
+    from collector.disc import encode_day
+    store.apply([("UPDATE disc_days SET blob = ? WHERE day = ?",
+                  [(encode_day(texts), day.day)])])
+    late = _late(len(records) + 1, record_hash(records[-1]), ms_to_ts(START + 1000))
+    _ingest(store, late, key)
+    causes = [tuple(r) for r in store._read("SELECT seq, cause FROM integrity")]
+    assert (4, "chain_break") in causes
+
+
+def test_compact_command(store_url: str, tmp_path: Path,
+                         capsys: pytest.CaptureFixture[str]) -> None:
+    from collector.store import open_store
+    from frota.cli import main
+
+    opened = open_store(store_url)
+    key, _ = _signed(tmp_path)
+    _ingest(opened, _records(), key)
+    opened.close()
+    (tmp_path / "fleet.json").write_text(json.dumps(
+        {"lines": [], "drivers": [], "vehicles": [{"id": BUS, "seats": 46, "profile": "SP"}]}))
+    config = tmp_path / "collector.toml"
+    where = (f'dsn = "{store_url}"' if store_url.startswith("postgresql")
+             else f'path = "{store_url}"')
+    config.write_text(f'registry = "{tmp_path / "fleet.json"}"\n[database]\n{where}\n')
+    # on the real clock (2026-12-01 or later) 27 November is past any N of 2 days
+    assert main(["collector", "compact", "--config", str(config), "--dry-run"]) == 0
+    assert f"{BUS} 2026-11-27: would compact 16 records" in capsys.readouterr().out
+    check = open_store(store_url)
+    assert store_disc.days(check, BUS) == []
+    check.close()
+    assert main(["collector", "compact", "--config", str(config)]) == 0
+    assert f"{BUS} 2026-11-27: compacted 16 records" in capsys.readouterr().out
+    assert main(["collector", "compact", "--config", str(config), "--older-than-days", "0"]) == 1
+    assert "--older-than-days: at least 1" in capsys.readouterr().err
