@@ -5,12 +5,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from collector.store import Store, StoreError
+from collector.store import INSERT_RECORD, Store, StoreError
+from collector.store_chain import INSERT_LINK
 from collector.store_schema import MIGRATIONS
 
 _PLACEHOLDER = re.compile(r"\?")
@@ -19,6 +20,27 @@ _PLACEHOLDER = re.compile(r"\?")
 def _pg(sql: str) -> bytes:
     """The shared SQL (``?`` placeholders, never inside literals here) in psycopg's style."""
     return _PLACEHOLDER.sub("%s", sql).encode()
+
+
+def _unnest(sql: str, types: Sequence[str]) -> bytes:
+    """``INSERT INTO t (cols) VALUES (?, …) tail`` as ONE statement for any number of rows: each
+    column sent as an array (``types``: its column types, in order) and unnested server side.
+    One round trip and one plan per batch instead of one per row, with the shared SQL's ``ON
+    CONFLICT`` clause kept (COPY has none: a record already stored must be skipped, not fail the
+    batch). The rows are inserted in the order given (records keep arrival order in ``id``)."""
+    head, rest = sql.split(" VALUES (", 1)
+    tail = rest.split(")", 1)[1]
+    arrays = ", ".join(f"%b::{kind}[]" for kind in types)
+    return f"{head} SELECT * FROM unnest({arrays}){tail}".encode()
+
+
+#: The hot path's inserts (every record and its chain link) as one statement per batch.
+_BULK: Final[dict[str, bytes]] = {
+    INSERT_RECORD: _unnest(INSERT_RECORD, ("text", "text", "bigint", "text", "bigint", "text",
+                                           "bigint", "text", "text", "text", "bigint")),
+    INSERT_LINK: _unnest(INSERT_LINK, ("text", "text", "bigint", "text", "text", "text",
+                                       "bigint")),
+}
 
 
 def _redact(dsn: str) -> str:
@@ -91,7 +113,11 @@ class PostgresStore(Store):
 
     def _executemany(self, tx: Any, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
         cur: psycopg.Cursor[Any] = tx
-        cur.executemany(_pg(sql), rows)
+        bulk = _BULK.get(sql)
+        if bulk is not None and len(rows) > 1:
+            cur.execute(bulk, [list(column) for column in zip(*rows, strict=True)])
+        else:
+            cur.executemany(_pg(sql), rows)
         return max(cur.rowcount, 0)
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

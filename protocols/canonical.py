@@ -157,6 +157,7 @@ _PLACES: Final[Mapping[str, Mapping[str, int]]] = {
     for kind in {k for k, _ in PRECISION}
 }
 _NO_PLACES: Final[Mapping[str, int]] = {}
+_FLAT_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def canonical(rec: Mapping[str, Any]) -> bytes:
@@ -170,37 +171,45 @@ def _flat_record(rec: Mapping[str, Any]) -> bytes | None:
     and making it ready for orjson together, where ``jcs(normalized(rec))`` copies it twice and
     writes every timestamp again — or None for anything else (the two-step path then decides,
     errors included). Same bytes by construction: a timestamp already in the canonical form
-    (``YYYY-MM-DDTHH:MM:SS.sssZ``, a valid instant) is its own normal form; the rest is what
+    (``YYYY-MM-DDTHH:MM:SS.sssZ``, a valid instant) is its own normal form; strings, booleans,
+    nulls and integers within ±(2**53 - 1) (orjson's ``OPT_STRICT_INTEGER`` refuses the others)
+    are written by orjson as RFC 8785 writes them; only the doubles are looked at one by one
+    (rounded to their precision, written as the integer they equal when whole) — what
     :func:`normalized` and :func:`_as_orjson_writes_it` do (tests/trust/test_canonical_fast.py
-    checks the paths agree)."""
-    places = _PLACES.get(rec.get("kind"), _NO_PLACES)  # type: ignore[arg-type]
-    out: dict[str, Any] = {}
-    for key, value in rec.items():
-        if type(key) is not str or not key.isascii():
+    checks the paths agree). Every record the collector stores is hashed here, so the checks
+    that need no Python loop (keys, value types) are done in C."""
+    if type(rec) is not dict:
+        return None
+    try:
+        if not "".join(rec).isascii():  # every key a string (TypeError otherwise), all ASCII
             return None
-        kind = type(value)
-        if key in TIMESTAMP_FIELDS and value is not None:
-            if kind is not str or _canonical_ts_ms(value) is None:
-                return None  # another offset or fraction, or not a time: the two-step path
-        elif kind is str:
-            pass
-        elif kind is float or kind is int:
+    except TypeError:
+        return None
+    types = set(map(type, rec.values()))
+    if not types <= _FLAT_TYPES:
+        return None  # nested, or not JSON
+    for key in TIMESTAMP_FIELDS:
+        value = rec.get(key)
+        if value is not None and (type(value) is not str or _canonical_ts_ms(value) is None):
+            return None  # another offset or fraction, or not a time: the two-step path
+    out = rec
+    if float in types:
+        out = dict(rec)
+        places = _PLACES.get(rec.get("kind"), _NO_PLACES)  # type: ignore[arg-type]
+        for key, value in rec.items():
+            if type(value) is not float:
+                continue
             if key in places:
                 value = round(value, places[key])
-                kind = type(value)
-            if kind is float:
-                size = abs(value)
-                if not size < math.inf or (size.is_integer() and size > MAX_SAFE_INT) \
-                        or 1e-6 <= size < 1e-5:
-                    return None
-                if size.is_integer():
-                    value = int(value)
-            elif not -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
+            size = abs(value)
+            if not size < math.inf or 1e-6 <= size < 1e-5:
                 return None
-        elif kind is not bool and value is not None:
-            return None  # nested, or not JSON
-        out[key] = value
+            if size.is_integer():
+                if size > MAX_SAFE_INT:
+                    return None
+                value = int(value)
+            out[key] = value
     try:
-        return orjson.dumps(out, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:  # a lone surrogate
+        return orjson.dumps(out, option=orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER)
+    except orjson.JSONEncodeError:  # an integer beyond ±(2**53 - 1), a lone surrogate
         return None

@@ -194,3 +194,15 @@ def test_a_group_commit_counts_each_batch(store: Store) -> None:
     reject = Reject(T0, "frota/v1/X/up", "X", None, None, None, "not JSON", b"x")
     assert store.put_many([(first, [], []), (second, [reject], [(V1, T0, T0, "a1")])]) == [2, 1]
     assert (store.count(V1), store.reject_count()) == (3, 1)
+
+
+def test_a_batch_is_stored_in_its_order_and_skips_what_it_repeats(store: Store) -> None:
+    # PostgreSQL inserts a batch as one statement (its columns as arrays): a record twice in
+    # one batch, one stored before, and columns that are NULL in every row must count as one
+    # insert per new record, as the row by row insert does, with ids in the batch's order.
+    assert store.put([record_row(speed(V1, "a1", 2), T0)]) == 1
+    seqs = [5, 3, 2, 3, 4, 1]  # 3 twice, 2 already stored
+    rows = [record_row(speed(V1, "a1", seq), T0) for seq in seqs]
+    assert all(row[6] is None and row[8] is None for row in rows)  # no device_seq, no raw
+    assert store.put(rows) == 4
+    assert [json.loads(text)["seq"] for _, text in store.records_after(0)] == [2, 5, 3, 4, 1]
