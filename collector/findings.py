@@ -7,8 +7,13 @@ keeps the engine's state per partition with checkpoints in the store and upserts
 their stable id (docs/collector.md, "Live findings"). A background thread polls the store's
 newest row id (cheap) and evaluates once the store has been quiet for ``quiet_s`` (a backlog
 burst is one evaluation, not one per message), at the latest ``max_delay_s`` after the first new
-record, and at least every ``refresh_s`` so that open deadlines and interruptions grow with the
-clock. :func:`evaluate_store` is the whole-store evaluation (the reference the live findings are
+record (under a steady stream of batches, about once a second: each evaluation costs what
+arrived, so a record is judged within a couple of seconds of being stored), and at least every
+``refresh_s`` so that open deadlines and interruptions grow with the clock. The store-only rules
+read the whole minimum period of every vehicle, so they run every ``refresh_s`` (and when the
+store's integrity events change), not after every burst. After each evaluation ``on_evaluated``
+is given the (vehicle, agent, seq) of the records it judged for the first time (the collector
+publishes them, protocols/evaluated.py). :func:`evaluate_store` is the whole-store evaluation (the reference the live findings are
 tested against). See docs/rules.md, "Findings in the collector".
 """
 
@@ -18,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +100,10 @@ class LiveFindings:
     """The background evaluator of a running collector (see the module docstring)."""
 
     def __init__(self, store: Store, registry_path: Path, *, poll_s: float = 0.25,
-                 quiet_s: float = 1.0, max_delay_s: float = 15.0, refresh_s: float = 60.0,
-                 default_profile: str = "SP") -> None:
+                 quiet_s: float = 1.0, max_delay_s: float = 1.0, refresh_s: float = 60.0,
+                 default_profile: str = "SP",
+                 on_evaluated: Callable[[list[tuple[Any, Any, Any]], int], object] | None = None,
+                 ) -> None:
         self.store = store
         self.registry_path = registry_path
         self.poll_s = poll_s
@@ -104,6 +111,8 @@ class LiveFindings:
         self.max_delay_s = max_delay_s
         self.refresh_s = refresh_s
         self.default_profile = default_profile
+        #: Told the (vehicle, agent, seq) rows each evaluation judged first, and its ``as_of``.
+        self.on_evaluated = on_evaluated
         self.profiles = load_profiles()
         self._registry = fleet.load(registry_path)
         self._mtime = os.stat(registry_path).st_mtime_ns
@@ -135,28 +144,54 @@ class LiveFindings:
             log.error("findings: registry not reloaded, keeping the previous one: %s", err)
         return self._registry
 
-    def evaluate_now(self) -> int:
-        """Bring the findings up to the store at the collector's clock; return the ``as_of``."""
+    def evaluate_now(self, *, store_only: bool = True) -> int:
+        """Bring the findings up to the store at the collector's clock (and the store-only
+        rules' findings too, unless ``store_only`` is False); return the ``as_of``."""
         as_of = now_ms()
         reg = self._reg()
+        judged = store_live.state(self.store, store_live.LAST_ID) or 0
         done = self._live.evaluate(as_of, as_of)
-        # The store's own findings, replaced whole in their own partition: equipment.integrity
-        # (collector/verifier.py) and retention.minimum (records missing inside the minimum
-        # period, collector/retention_findings.py).
-        found = integrity_findings(self.store, self.default_profile)
-        found += retention_findings(self.store, reg, self.profiles, as_of, self.default_profile)
-        store_live.replace_store_only(self.store, STORE_ONLY,
-                                      [finding_row(f, STORE_ONLY, None) for f in found])
+        if self.on_evaluated is not None:
+            self._tell(judged, as_of)
+        found: list[Finding] | None = None
+        if store_only:
+            # The store's own findings, replaced whole in their own partition:
+            # equipment.integrity (collector/verifier.py) and retention.minimum (records missing
+            # inside the minimum period, collector/retention_findings.py).
+            found = integrity_findings(self.store, self.default_profile)
+            found += retention_findings(self.store, reg, self.profiles, as_of,
+                                        self.default_profile)
+            store_live.replace_store_only(self.store, STORE_ONLY,
+                                          [finding_row(f, STORE_ONLY, None) for f in found])
         self.evaluations += 1
-        log.debug("findings: %d replayed, %d upserted, %d deleted, %d store-only at %d",
-                  sum(done.replayed.values()), done.upserted, done.deleted, len(found), as_of)
+        log.debug("findings: %d replayed, %d upserted, %d deleted, %s store-only at %d",
+                  sum(done.replayed.values()), done.upserted, done.deleted,
+                  "no" if found is None else len(found), as_of)
         return as_of
+
+    def _tell(self, judged_before: int, as_of: int) -> None:
+        """Give ``on_evaluated`` the records stored after row ``judged_before`` and judged now."""
+        assert self.on_evaluated is not None
+        judged = store_live.state(self.store, store_live.LAST_ID) or 0
+        if judged <= judged_before:
+            return
+        rows = self.store._read("SELECT vehicle, agent, seq FROM records WHERE id > ? AND "
+                                "id <= ?", (judged_before, judged))
+        try:
+            self.on_evaluated(rows, as_of)
+        except Exception:  # telling is best effort: the findings are stored already
+            log.exception("findings: the evaluation of %d record(s) was not announced", len(rows))
+
+    def _integrity_count(self) -> int:
+        rows = self.store._read("SELECT count(*) FROM integrity")
+        return int(rows[0][0]) if rows else 0
 
     def _run(self) -> None:
         seen = -1
         changed_at: float | None = None     # first change not evaluated yet
         quiet_since = 0.0                   # last change seen
         last = 0.0
+        integrity = -1                      # integrity events at the last store-only run
         while not self._stop.wait(self.poll_s):
             try:
                 now = time.monotonic()
@@ -168,9 +203,13 @@ class LiveFindings:
                         changed_at = now
                 due = changed_at is not None and (now - quiet_since >= self.quiet_s
                                                   or now - changed_at >= self.max_delay_s)
-                if due or now - last >= self.refresh_s:
+                refresh = now - last >= self.refresh_s
+                if due or refresh:
+                    events = self._integrity_count()
+                    store_only = refresh or events != integrity
                     changed_at = None
-                    last = now
-                    self.evaluate_now()
+                    if store_only:
+                        last, integrity = now, events
+                    self.evaluate_now(store_only=store_only)
             except Exception:  # the evaluator must never take the collector down
                 log.exception("findings: evaluation failed")

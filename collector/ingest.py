@@ -29,6 +29,7 @@ from collector.intake import Prepared, prepare
 from collector.signer import AckSigner
 from collector.store import Reject, Store, StoreError
 from collector.store_chain import ChainPart
+from protocols.evaluated import EVALUATED_TOPIC, encode_evaluated, notice_of
 from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, make_client
 from protocols.records import MAX_SAFE_INT, ms_to_ts, now_ms
 from protocols.uplink import (
@@ -141,6 +142,7 @@ class Ingest:
         self.state = IngestState()
         self.client: MqttClient | None = None
         self._broker_url = ""
+        self._client_id: str | None = None
         self._up_subscription = UP_SUBSCRIPTION
         self._closing = False
         self._queue: queue.Queue[tuple[str, Prepared | bytes | None, int, int] | None] = (
@@ -336,6 +338,7 @@ class Ingest:
         )
         self.client = client
         self._broker_url = mask_url(broker.url)
+        self._client_id = broker.client_id
         self._up_subscription = up_subscription(broker.share_group)
         self._worker = threading.Thread(target=self._work, name="collector-ingest", daemon=True)
         self._worker.start()
@@ -452,6 +455,19 @@ class Ingest:
             log.info("registry: %d agent(s) of %s told to send their retryable rejects again",
                      sent, ", ".join(sorted(vehicles)))
         return sent
+
+    def publish_evaluated(self, rows: list[tuple[Any, Any, Any]], as_of_ms: int) -> None:
+        """Announce the records (vehicle, agent, seq) a live evaluation judged
+        (protocols/evaluated.py): one notice on ``frota/v1/evaluated``. Best effort: a notice
+        that cannot be sent is logged, never retried (the findings are stored already)."""
+        client = self.client
+        if client is None or not rows:
+            return
+        notice = notice_of(rows, self._client_id, ms_to_ts(as_of_ms))
+        try:
+            client.send(EVALUATED_TOPIC, encode_evaluated(notice), qos=1)
+        except MqttError as err:
+            log.info("evaluation notice not sent: %s", err)
 
     def _publish_ack(self, client: MqttClient, vehicle: str, ack: Ack) -> None:
         """Publish one acknowledgement; a refused one is logged (the agent sends the batch again

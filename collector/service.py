@@ -188,7 +188,8 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     else:
         log.warning("http.tokens_file is not set: the API on %s is open to anyone who can reach "
                     "it (loopback only)", config.http.host)
-    live = LiveFindings(store, config.registry)  # the rules, live (collector/findings.py)
+    # the rules, live (collector/findings.py); each evaluation announced (protocols/evaluated.py)
+    live = LiveFindings(store, config.registry, on_evaluated=ingest.publish_evaluated)
     web = Web(store, RegistryFile(config.registry), live.profiles, ingest, vehicles.operators,
               stale_after_s=config.ingest.stale_after_s,
               signer=None if signer is None or trust is None else BundleSigner(

@@ -3,22 +3,27 @@
 Each simulated bus is what a real agent is to the broker and the collector: its own MQTT
 connection (client id, and with ``--provisioned`` its own username, password and signing key),
 records chained by ``prev`` (protocols/chain.py) in batches encoded by
-:func:`protocols.uplink.encode_batch` with a signed checkpoint, the collector's acknowledgements
-read from its ``ack`` topic, and every batch not answered within ``--ack-timeout`` sent again
-(the agent's protocol, firmware-notes/mqtt.md). A record is done when an acknowledgement says it
-was stored (the collector acknowledges only after its commit) or rejected for good; its latency
-is from its creation to that acknowledgement's arrival.
+:func:`protocols.uplink.encode_batch` with a signed checkpoint per batch (``--provisioned``, or
+``--sign`` with a key of its own), the collector's acknowledgements read from its ``ack`` topic,
+and every batch not answered in time sent again with capped exponential backoff and jitter
+(simulators/fleet_report.py). A record is *stored* when an acknowledgement says so (the collector
+acknowledges only after its commit) and *evaluated* when a collector's evaluation notice names it
+(protocols/evaluated.py, read by one more connection, the monitor); its latencies run from its
+creation to each of those messages' arrival.
 
-The connections are driven by one thread through a selector (paho's external loop): thousands
-of paho threads would measure the simulator, not the collector.
+The connections of one worker process are driven by one thread through a selector (paho's
+external loop): thousands of paho threads would measure the simulator, not the collector. Each
+bus is visited only when its next record or batch is due (a heap), and a connection is watched
+for writing only while paho has something to write. ``--workers K`` splits the fleet over K
+processes (simulators/fleet_cli.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
+import heapq
 import logging
+import random
 import selectors
 import time
 import uuid
@@ -32,18 +37,15 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from paho.mqtt.enums import MQTTErrorCode
 
 from protocols.chain import GENESIS, record_hash, sign_checkpoint
+from protocols.evaluated import EVALUATED_TOPIC, decode_evaluated
 from protocols.identity import load_signing_key
 from protocols.mqtt_client import MqttClient, MqttSettings, TlsFiles
 from protocols.records import Record, ms_to_ts, now_ms
-from protocols.uplink import (
-    PayloadError,
-    ack_topic,
-    check_broker_url,
-    decode_ack,
-    encode_batch,
-    up_topic,
-)
+from protocols.uplink import PayloadError, ack_topic, decode_ack, encode_batch, up_topic
 from simulators.errors import SimulatorError
+from simulators.fleet_report import FleetReport, resend_after
+
+__all__ = ["Fleet", "FleetReport", "FleetSettings", "registry", "vehicle_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,9 @@ log = logging.getLogger(__name__)
 RECONNECT_S: Final = 2.0
 #: Seconds between paho's housekeeping (keepalive pings, retries) for every connection.
 MISC_S: Final = 1.0
+#: Seconds a bus that waits for its connection is looked at again.
+IDLE_S: Final = 0.1
+_RW: Final = selectors.EVENT_READ | selectors.EVENT_WRITE
 
 
 @dataclass
@@ -67,48 +72,19 @@ class SimAgent:
     next_batch: float = 0.0
     #: seq → (created, monotonic seconds; the record) for records not yet answered.
     pending: dict[int, tuple[float, Record]] = field(default_factory=dict)
-    #: seq → monotonic time it was last sent (absent: not in flight).
-    sent: dict[int, float] = field(default_factory=dict)
+    #: seq → monotonic time by which an answer is due (absent: not in flight).
+    due: dict[int, float] = field(default_factory=dict)
+    #: seq → how many times it was sent.
+    tries: dict[int, int] = field(default_factory=dict)
+    #: seq → created (monotonic) of records not yet named by an evaluation notice.
+    unjudged: dict[int, float] = field(default_factory=dict)
     connected: bool = False
     subscribed: bool = False
     retry_at: float = 0.0
     #: The socket registered with the selector (paho may close it on its own).
     sock: Any = None
-
-
-@dataclass
-class FleetReport:
-    """What a run measured; ``lost`` counts records created and never answered."""
-
-    vehicles: int
-    duration_s: float
-    created: int = 0
-    stored: int = 0
-    rejected: int = 0
-    conflicts: int = 0
-    batches: int = 0
-    resent_batches: int = 0
-    unanswered: int = 0
-    latencies_ms: list[float] = field(default_factory=list)
-
-    def percentile(self, p: float) -> float | None:
-        """The ``p`` percentile (nearest rank) of the latencies, or None without any."""
-        if not self.latencies_ms:
-            return None
-        ordered = sorted(self.latencies_ms)
-        rank = max(1, -(-len(ordered) * p // 100))  # ceil(n * p / 100), at least 1
-        return ordered[int(rank) - 1]
-
-    def summary(self) -> dict[str, Any]:
-        """The report as a JSON object (latencies in milliseconds)."""
-        return {
-            "vehicles": self.vehicles, "duration_s": self.duration_s, "created": self.created,
-            "stored": self.stored, "rejected": self.rejected, "conflicts": self.conflicts,
-            "unanswered": self.unanswered, "batches": self.batches,
-            "resent_batches": self.resent_batches,
-            "latency_ms": {name: self.percentile(p) for name, p in
-                           (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))},
-        }
+    #: True while the selector also watches the socket for writing.
+    writing: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,6 +100,13 @@ class FleetSettings:
     drain_s: float = 60.0
     prefix: str = "SIM"
     provisioned: Path | None = None
+    #: Sign a checkpoint per batch with a key made for the run (as an agent with an identity
+    #: does) when not ``provisioned`` (provisioned buses always sign with their own key).
+    sign: bool = False
+    #: Wait for (and measure) the collectors' evaluation notices, not only the acks.
+    evaluated: bool = True
+    #: This worker's share: (index, count) of ``--workers``.
+    share: tuple[int, int] = (0, 1)
 
 
 def vehicle_ids(count: int, prefix: str = "SIM") -> list[str]:
@@ -157,26 +140,38 @@ class Fleet:
 
     def __init__(self, settings: FleetSettings) -> None:
         self.settings = settings
-        self.report = FleetReport(settings.vehicles, settings.duration_s)
         self.selector = selectors.DefaultSelector()
+        self.rng = random.Random()
         self.agents = [self._agent(vehicle) for vehicle in self._vehicles()]
-        self._by_client = {id(sim.client): sim for sim in self.agents}
+        self.report = FleetReport(len(self.agents), settings.duration_s)
+        self._by_vehicle = {sim.vehicle: sim for sim in self.agents}
+        self.monitor: SimAgent | None = None
+        if settings.evaluated and settings.provisioned is None:
+            client = MqttClient(MqttSettings(url=settings.broker,
+                                             client_id=f"sim-monitor-{uuid.uuid4().hex[:12]}",
+                                             clean_session=True, max_inflight=100))
+            self.monitor = SimAgent("monitor", "", client)
+            client.on_received = self._on_notice
+            client.on_connected = lambda _present: self._on_monitor_connected()
 
     def _vehicles(self) -> list[str]:
         folder = self.settings.provisioned
+        index, count = self.settings.share
         if folder is None:
-            return vehicle_ids(self.settings.vehicles, self.settings.prefix)
-        found = sorted(p.name for p in (folder / "vehicles").glob("*")
-                       if (p / "signing.key").is_file() and (p / "password").is_file())
-        if len(found) < self.settings.vehicles:
-            raise SimulatorError(f"{folder}/vehicles holds {len(found)} provisioned vehicle(s), "
-                                 f"fewer than --vehicles {self.settings.vehicles}")
-        return found[: self.settings.vehicles]
+            every = vehicle_ids(self.settings.vehicles, self.settings.prefix)
+        else:
+            found = sorted(p.name for p in (folder / "vehicles").glob("*")
+                           if (p / "signing.key").is_file() and (p / "password").is_file())
+            if len(found) < self.settings.vehicles:
+                raise SimulatorError(f"{folder}/vehicles holds {len(found)} provisioned "
+                                     f"vehicle(s), fewer than --vehicles {self.settings.vehicles}")
+            every = found[: self.settings.vehicles]
+        return every[index::count]
 
     def _agent(self, vehicle: str) -> SimAgent:
         folder = self.settings.provisioned
         username = password = None
-        key = None
+        key = ed25519.Ed25519PrivateKey.generate() if self.settings.sign else None
         ca = None
         if folder is not None:
             home = folder / "vehicles" / vehicle
@@ -205,15 +200,26 @@ class Fleet:
         sock = sim.client.socket()
         if sock is not None:
             self.selector.register(sock, selectors.EVENT_READ, sim)
-            sim.sock = sock
+            sim.sock, sim.writing = sock, False
+            self._watch(sim)
+
+    def _watch(self, sim: SimAgent) -> None:
+        """Watch the socket for writing exactly while paho has something to write."""
+        if sim.sock is None:
+            return
+        want = sim.client.want_write()
+        if want != sim.writing:
+            with contextlib.suppress(KeyError, ValueError):
+                self.selector.modify(sim.sock, _RW if want else selectors.EVENT_READ, sim)
+                sim.writing = want
 
     def _drop(self, sim: SimAgent, now: float) -> None:
         if sim.sock is not None:
             with contextlib.suppress(KeyError, ValueError):
                 self.selector.unregister(sim.sock)
             sim.sock = None
-        sim.connected = sim.subscribed = False
-        sim.sent.clear()  # whatever was in flight is sent again after the reconnect
+        sim.connected = sim.subscribed = sim.writing = False
+        sim.due.clear()  # whatever was in flight is sent again after the reconnect
         sim.retry_at = now + RECONNECT_S
         sim.client.disconnect()
 
@@ -221,6 +227,33 @@ class Fleet:
         sim.connected = True
         sim.client.subscribe(ack_topic(sim.vehicle), qos=1)
         sim.subscribed = True
+
+    def _on_monitor_connected(self) -> None:
+        assert self.monitor is not None
+        self.monitor.connected = self.monitor.subscribed = True
+        self.monitor.client.subscribe(EVALUATED_TOPIC, qos=1)
+
+    def _on_notice(self, msg: mqtt.MQTTMessage) -> None:
+        """An evaluation notice: the records it names are stored and evaluated."""
+        try:
+            notice = decode_evaluated(bytes(msg.payload))
+        except PayloadError as err:
+            log.warning("unreadable evaluation notice: %s", err)
+            return
+        now = time.monotonic()
+        report = self.report
+        report.notices += 1
+        for vehicle, by_agent in notice.ranges.items():
+            sim = self._by_vehicle.get(vehicle)
+            ranges = by_agent.get(sim.agent) if sim is not None else None
+            if sim is None or not ranges:
+                continue
+            for first, last in ranges:
+                for seq in range(first, min(last, sim.seq) + 1):
+                    created = sim.unjudged.pop(seq, None)
+                    if created is not None:
+                        report.evaluated += 1
+                        report.evaluated_ms.append((now - created) * 1000)
 
     def _on_ack(self, sim: SimAgent, msg: mqtt.MQTTMessage) -> None:
         try:
@@ -235,7 +268,8 @@ class Fleet:
         for first, last in ack.stored:
             for seq in range(first, last + 1):
                 done = sim.pending.pop(seq, None)
-                sim.sent.pop(seq, None)
+                sim.due.pop(seq, None)
+                sim.tries.pop(seq, None)
                 if done is not None:
                     report.stored += 1
                     report.latencies_ms.append((now - done[0]) * 1000)
@@ -247,17 +281,24 @@ class Fleet:
                 if sim.pending.pop(seq, None) is not None:
                     report.rejected += 1
                     log.warning("%s: seq %d rejected: %s", sim.vehicle, seq, reason)
-                sim.sent.pop(seq, None)
+                self._forget(sim, seq)
         for seq in ack.conflicts:
             if sim.pending.pop(seq, None) is not None:
                 report.conflicts += 1
-            sim.sent.pop(seq, None)
+            self._forget(sim, seq)
+
+    @staticmethod
+    def _forget(sim: SimAgent, seq: int) -> None:
+        """A record answered for good without being stored: never evaluated either."""
+        sim.due.pop(seq, None)
+        sim.tries.pop(seq, None)
+        sim.unjudged.pop(seq, None)
 
     # -- the agents' work ---------------------------------------------------------------
     def _publish(self, sim: SimAgent, seqs: list[int], now: float) -> None:
         records = [sim.pending[seq][1] for seq in seqs]
         checkpoint = None
-        if sim.key is not None:
+        if sim.key is not None:  # per batch, as the agent does (agent/checkpoints.py)
             last = records[-1]
             cp = sign_checkpoint(sim.key, sim.vehicle, sim.agent, last["seq"], record_hash(last))
             checkpoint = cp.json()
@@ -266,70 +307,112 @@ class Fleet:
         if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
             log.warning("%s: publish refused: %s", sim.vehicle, mqtt.error_string(info.rc))
             return
+        timeout = self.settings.ack_timeout_s
         for seq in seqs:
-            sim.sent[seq] = now
+            tries = sim.tries[seq] = sim.tries.get(seq, 0) + 1
+            sim.due[seq] = now + resend_after(timeout, tries, self.rng)
         self.report.batches += 1
 
-    def _step(self, sim: SimAgent, now: float, creating: bool) -> None:
+    def _step(self, sim: SimAgent, now: float, creating: bool) -> float:
+        """Create the records due, send a batch if one is due; when to look at ``sim`` again."""
         period = 1.0 / self.settings.rate_hz
         while creating and sim.next_record <= now:
             rec = _record(sim)
-            sim.pending[rec["seq"]] = (sim.next_record if sim.next_record else now, rec)
+            created = sim.next_record if sim.next_record else now
+            sim.pending[rec["seq"]] = (created, rec)
+            sim.unjudged[rec["seq"]] = created
             sim.next_record = (sim.next_record or now) + period
             self.report.created += 1
-        if not (sim.connected and sim.subscribed) or now < sim.next_batch:
-            return
-        sim.next_batch = now + self.settings.batch_interval_s
-        timeout = self.settings.ack_timeout_s
-        late = [s for s, at in sim.sent.items() if now - at >= timeout]
-        if late:
-            self.report.resent_batches += 1
-        fresh = [s for s in sim.pending if s not in sim.sent]
-        todo = sorted({*late, *fresh})
-        for chunk in _chunks(todo, 1000):
-            self._publish(sim, chunk, now)
+        if not (sim.connected and sim.subscribed):
+            return now + IDLE_S
+        if now >= sim.next_batch:
+            sim.next_batch = now + self.settings.batch_interval_s
+            late = [s for s, at in sim.due.items() if at <= now]
+            if late:
+                self.report.resent_batches += 1
+            fresh = [s for s in sim.pending if s not in sim.due]
+            for chunk in _chunks(sorted({*late, *fresh}), 1000):
+                self._publish(sim, chunk, now)
+            self._watch(sim)
+        return min(sim.next_batch, sim.next_record) if creating else sim.next_batch
 
     def _pump(self, timeout: float) -> None:
-        for key, _ in self.selector.select(timeout):
+        for key, events in self.selector.select(timeout):
             sim: SimAgent = key.data
-            if sim.client.loop_read() != MQTTErrorCode.MQTT_ERR_SUCCESS:
+            ok = True
+            if events & selectors.EVENT_READ:
+                ok = sim.client.loop_read() == MQTTErrorCode.MQTT_ERR_SUCCESS
+            if ok and events & selectors.EVENT_WRITE and sim.client.socket() is not None:
+                ok = sim.client.loop_write() == MQTTErrorCode.MQTT_ERR_SUCCESS
+            if not ok:
                 self._drop(sim, time.monotonic())
-        for sim in self.agents:
-            if (sim.client.want_write() and sim.client.socket() is not None
-                    and sim.client.loop_write() != MQTTErrorCode.MQTT_ERR_SUCCESS):
-                self._drop(sim, time.monotonic())
+            else:
+                self._watch(sim)
+
+    def _housekeeping(self, now: float) -> None:
+        """paho's keepalive and retries for every connection; reconnect the monitor."""
+        every = [*self.agents, *([self.monitor] if self.monitor is not None else [])]
+        for sim in every:
+            if sim.sock is None:
+                continue
+            if sim.client.loop_misc() != MQTTErrorCode.MQTT_ERR_SUCCESS:
+                self._drop(sim, now)
+            else:
+                self._watch(sim)
+        monitor = self.monitor
+        if monitor is not None and monitor.sock is None and now >= monitor.retry_at:
+            self._connect(monitor, now)
+
+    def _waiting(self) -> bool:
+        """True while some record waits for its answer (or, measuring evaluations, for its
+        evaluation notice)."""
+        if any(s.pending for s in self.agents):
+            return True
+        return self.monitor is not None and any(s.unjudged for s in self.agents)
 
     def run(self) -> FleetReport:
         """Connect every agent, create records for ``duration_s``, wait up to ``drain_s`` for
-        their acknowledgements, disconnect; the report."""
+        their acknowledgements (and evaluation notices), disconnect; the report."""
         start = time.monotonic()
-        stagger = 1.0 / self.settings.rate_hz / max(len(self.agents), 1)
+        if self.monitor is not None:
+            self._connect(self.monitor, start)
+        count = max(len(self.agents), 1)
+        stagger = 1.0 / self.settings.rate_hz / count
+        heap: list[tuple[float, int]] = []
         for i, sim in enumerate(self.agents):
             self._connect(sim, start)
             sim.next_record = start + i * stagger  # spread the agents over one period
-            sim.next_batch = start + i * self.settings.batch_interval_s / len(self.agents)
+            sim.next_batch = start + i * self.settings.batch_interval_s / count
+            heap.append((sim.next_record, i))
             if i % 50 == 49:
                 self._pump(0)
+        heapq.heapify(heap)
         end = start + self.settings.duration_s
         drain_end = end + self.settings.drain_s
         next_misc = start
+        next_check = end
         while True:
             now = time.monotonic()
             creating = now < end
-            if not creating and (now >= drain_end or not any(s.pending for s in self.agents)):
-                break
-            for sim in self.agents:
+            if not creating and now >= next_check:
+                next_check = now + 0.2
+                if now >= drain_end or not self._waiting():
+                    break
+            while heap and heap[0][0] <= now:
+                _, i = heapq.heappop(heap)
+                sim = self.agents[i]
                 if sim.sock is None and now >= sim.retry_at:
                     self._connect(sim, now)
-                self._step(sim, now, creating)
+                heapq.heappush(heap, (self._step(sim, now, creating), i))
             if now >= next_misc:
                 next_misc = now + MISC_S
-                for sim in self.agents:
-                    if sim.client.socket() is not None:
-                        sim.client.loop_misc()
-            self._pump(0.005)
+                self._housekeeping(now)
+            wait = min(heap[0][0] if heap else now + 0.05, next_misc, now + 0.05) - now
+            self._pump(max(wait, 0.0))
         self.report.unanswered = sum(len(s.pending) for s in self.agents)
-        for sim in self.agents:
+        if self.monitor is not None:
+            self.report.unevaluated = sum(len(s.unjudged) for s in self.agents)
+        for sim in [*self.agents, *([self.monitor] if self.monitor is not None else [])]:
             sim.client.disconnect()
         self._pump(0)
         return self.report
@@ -338,80 +421,3 @@ class Fleet:
 def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
-
-
-# -- the command line ------------------------------------------------------------------------
-def register_sim(subparsers: Any) -> None:
-    """Add ``frota sim fleet``."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "fleet", help="N simulated agents on the wire: load and end-to-end latency",
-        description="Behave like N agents on the wire: each bus its own MQTT connection, "
-        "chained records in batches with signed checkpoints (with --provisioned), the "
-        "collector's acknowledgements awaited and unanswered batches sent again. Prints the "
-        "latency from a record's creation to the acknowledgement that it was stored "
-        "(percentiles) and what was never answered.",
-    )
-    parser.add_argument("--vehicles", type=int, default=10, metavar="N",
-                        help="simulated buses (default 10)")
-    parser.add_argument("--rate", type=float, default=1.0, metavar="HZ",
-                        help="records per second per bus (default 1)")
-    parser.add_argument("--duration", type=float, default=60.0, metavar="S",
-                        help="seconds of records (default 60)")
-    parser.add_argument("--broker", default="mqtt://127.0.0.1:1883", metavar="URL",
-                        help="mqtt:// or mqtts:// broker (default mqtt://127.0.0.1:1883)")
-    parser.add_argument("--batch-interval", type=float, default=1.0, metavar="S",
-                        help="seconds between a bus's batches (the agent's default: 1)")
-    parser.add_argument("--ack-timeout", type=float, default=30.0, metavar="S",
-                        help="send a batch again after S seconds without an answer (default 30)")
-    parser.add_argument("--drain", type=float, default=60.0, metavar="S",
-                        help="after --duration, wait up to S seconds for answers (default 60)")
-    parser.add_argument("--prefix", default="SIM", help="vehicle id prefix (default SIM)")
-    parser.add_argument("--provisioned", type=Path, metavar="DIR",
-                        help="a 'frota provision' folder: its first N vehicles, with their "
-                        "broker credentials and signing keys")
-    parser.add_argument("--write-registry", type=Path, metavar="FILE",
-                        help="write a fleet registry naming the N simulated buses to FILE "
-                        "(for the collector's 'registry') and exit")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.set_defaults(func=run_fleet)
-
-
-def settings_of(args: argparse.Namespace) -> FleetSettings:
-    """The options, checked; SimulatorError names a bad one."""
-    if not 1 <= args.vehicles <= 100_000:
-        raise SimulatorError("--vehicles must be between 1 and 100000")
-    for name in ("rate", "duration", "batch_interval", "ack_timeout", "drain"):
-        value = getattr(args, name)
-        if not value > 0 or value != value or value == float("inf"):
-            raise SimulatorError(f"--{name.replace('_', '-')} must be a positive number")
-    try:
-        check_broker_url(args.broker)
-    except ValueError as err:
-        raise SimulatorError(f"--broker: {err}") from err
-    if args.provisioned is not None and not (args.provisioned / "vehicles").is_dir():
-        raise SimulatorError(f"--provisioned: {args.provisioned} is not a provisioned fleet folder")
-    return FleetSettings(args.broker, args.vehicles, args.rate, args.duration,
-                         args.batch_interval, args.ack_timeout, args.drain, args.prefix,
-                         args.provisioned)
-
-
-def run_fleet(args: argparse.Namespace) -> int:
-    """``frota sim fleet``: run, print the report; 0 when nothing was left unanswered."""
-    if args.write_registry is not None:
-        args.write_registry.write_text(json.dumps(registry(args.vehicles, args.prefix), indent=1),
-                                       encoding="utf-8")
-        return 0
-    report = Fleet(settings_of(args)).run()
-    out = report.summary()
-    if args.json:
-        print(json.dumps(out), flush=True)
-    else:
-        lat = out["latency_ms"]
-        print(f"{report.vehicles} vehicles, {report.duration_s:g} s: {report.created} records "
-              f"created, {report.stored} stored, {report.rejected} rejected, "
-              f"{report.conflicts} conflicts, {report.unanswered} unanswered; "
-              f"{report.batches} batches ({report.resent_batches} resent)")
-        if lat["p50"] is not None:
-            print("latency, creation to stored (ack received), ms: "
-                  + ", ".join(f"{k} {v:.0f}" for k, v in lat.items()))
-    return 0 if report.unanswered == 0 else 1

@@ -14,7 +14,7 @@ from typing import Any
 from protocols import registry
 
 #: Simulators that play several devices at once, listed after the devices' own.
-PLAYER_MODULES: tuple[str, ...] = ("simulators.scenario.command", "simulators.fleet")
+PLAYER_MODULES: tuple[str, ...] = ("simulators.scenario.command", "simulators.fleet_cli")
 
 
 def sim_modules() -> list[str]:

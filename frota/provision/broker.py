@@ -76,7 +76,8 @@ def set_password(passwd: Path, user: str, line: str | None) -> None:
 
 def acl_text(collectors: Iterable[str], vehicles: Iterable[str]) -> str:
     """The ACL: a bus writes only its own ``up`` and ``status`` and reads only its own ``ack``;
-    only collectors write acks and read every bus's ``up`` and ``status``."""
+    only collectors write acks and read every bus's ``up`` and ``status``; collectors read and
+    write the evaluation notices (protocols/evaluated.py: a collector's monitor reads them)."""
     out = [
         "# Written by frota provision; regenerated on every change (docs/trust.md).",
         "# Anyone not listed here may do nothing.",
@@ -88,6 +89,7 @@ def acl_text(collectors: Iterable[str], vehicles: Iterable[str]) -> str:
             f"topic read {TOPIC_ROOT}/+/up",
             f"topic read {TOPIC_ROOT}/+/status",
             f"topic write {TOPIC_ROOT}/+/ack",
+            f"topic readwrite {TOPIC_ROOT}/evaluated",
             "",
         ]
     for vehicle in sorted(vehicles):

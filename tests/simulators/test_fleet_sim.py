@@ -66,6 +66,27 @@ def test_a_few_buses_for_a_few_seconds_all_stored_once(mosquitto: Mosquitto,
     assert len(report["latency_ms"]) == 4
     assert report["latency_ms"]["p50"] <= report["latency_ms"]["p99"] <= report["latency_ms"]["max"]
     assert {v: h["stored"] for v, h in body["vehicles"].items()} == dict.fromkeys(vehicle_ids(3), 12)
+    # every record named by the collector's evaluation notices (stored and evaluated)
+    assert report["evaluated"] == 36 and report["unevaluated"] == 0 and report["notices"] >= 1
+    assert report["evaluated_ms"]["p50"] <= report["evaluated_ms"]["max"]
+
+
+def test_two_worker_processes_share_the_fleet(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    config, port = write_collector_files(tmp_path / "c", mosquitto.url, registry(5))
+    collector = CollectorProcess(config, port)
+    collector.start()
+    try:
+        done = _sim("--vehicles", "5", "--rate", "2", "--duration", "2", "--broker",
+                    mosquitto.url, "--workers", "2", "--sign", "--json")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+        body = collector.wait_health(200)
+    finally:
+        collector.stop()
+    # 5 buses x 2 Hz x 2 s, split 3 + 2 over the workers, each bus once
+    assert report["vehicles"] == 5
+    assert report["created"] == report["stored"] == report["evaluated"] == 20
+    assert {v: h["stored"] for v, h in body["vehicles"].items()} == dict.fromkeys(vehicle_ids(5), 4)
 
 
 def test_provisioned_buses_sign_and_the_store_verifies() -> None:
