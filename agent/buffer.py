@@ -15,99 +15,47 @@ writer (``agent/writer.py``) commits. The schema and its named migrations are in
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from agent import hostclock
+from agent.buffer_db import CONFLICT as CONFLICT  # re-exported: the buffer's readers use them
+from agent.buffer_db import MAX_REPLAY_SEQ as MAX_REPLAY_SEQ
+from agent.buffer_db import PENDING as PENDING
+from agent.buffer_db import REJECTED as REJECTED
+from agent.buffer_db import STORED as STORED
+from agent.buffer_db import WAL_PAGES as WAL_PAGES
+from agent.buffer_db import BufferError as BufferError
+from agent.buffer_db import Counts as Counts
+from agent.buffer_db import connect, is_full
 from agent.diskroom import release_reserve, reserve_path
+from agent.frames import FrameRuns
 from agent.schema import MIGRATIONS as MIGRATIONS  # re-exported: the tests check the names
 from agent.schema import migrate, transaction
+from protocols.canonical import canonical
 from protocols.chain import GENESIS, record_hash
 from protocols.records import Record, RecordError, device_key, ts_to_ms
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-#: WAL pages before an automatic checkpoint (SQLite's default is 1000).
-WAL_PAGES: Final = 64
-
-PENDING: Final = 0
-STORED: Final = 1
-REJECTED: Final = 2
-#: The largest seq a replay range may name (2**63 - 1, SQLite's INTEGER).
-MAX_REPLAY_SEQ: Final = (1 << 63) - 1
-#: The collector holds a different record under this identity: kept apart, never sent again.
-CONFLICT: Final = 3
-
-class BufferError(RuntimeError):
-    """The buffer's database cannot be opened, migrated or written (``full``: no space left)."""
-
-    def __init__(self, message: str, *, full: bool = False) -> None:
-        super().__init__(message)
-        self.full = full
-
-
-def _is_full(err: sqlite3.Error) -> bool:
-    """SQLITE_FULL: the disk is full, or the database reached ``max_page_count``."""
-    return getattr(err, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-
-
-@dataclass(frozen=True)
-class Counts:
-    """How many records the buffer holds in each upload state."""
-
-    pending: int
-    stored: int
-    rejected: int
-    last_seq: int
-    #: Records the collector holds another version of (kept apart, never sent again).
-    conflicts: int = 0
-    #: Of ``rejected``, those refused for a cause that may change (an unknown vehicle, a newer
-    #: schema): never evicted, sent again by ``frota agent replay`` (firmware-notes/agent.md).
-    retryable: int = 0
-
-
 def _wall_ms() -> int:
     # Diagnostics only (when a record was captured or acknowledged); never a record's ts.
     return hostclock.wall_ms()
 
 
-def _connect(path: Path, max_bytes: int | None = None) -> sqlite3.Connection:
-    if not path.parent.is_dir():
-        # Never made: a mistyped path would put the records where nobody looks for them.
-        raise BufferError(
-            f"cannot open the buffer {path}: no directory {str(path.parent)!r} (create it first)"
-        )
-    try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=30.0, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        # FULL: a committed record survives a power cut, not only a crash (issue 5).
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA foreign_keys=ON")
-        # A small WAL, checkpointed often: on a really full disk the pages it holds must still
-        # fit into the database file (firmware-notes/agent.md, "A full disk").
-        conn.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
-        conn.execute(f"PRAGMA journal_size_limit={WAL_PAGES * 4096 * 2}")
-        if max_bytes is not None:
-            # buffer.max_size_mb: SQLite's own cap; past it a write fails as on a full disk.
-            (page,) = conn.execute("PRAGMA page_size").fetchone()
-            conn.execute(f"PRAGMA max_page_count={max(1, max_bytes // int(page))}")
-    except (sqlite3.Error, OSError) as err:
-        raise BufferError(f"cannot open the buffer {path}: {err}") from err
-    return conn
-
-
-def _body(rec: Record, agent: str, seq: int, prev: str) -> tuple[str, str]:
+def _body(rec: Record, agent: str, seq: int, prev: str) -> tuple[str, bytes]:
     """The record as stored and sent — common fields first, then agent, seq and ``prev`` (the
-    chain hash of the record before it), then the rest — and its own chain hash."""
+    chain hash of the record before it), then the rest — and its own chain hash (32 bytes: the
+    SHA-256 of its canonical form, :func:`protocols.chain.record_hash` in binary)."""
     out: dict[str, Any] = {"vehicle": rec["vehicle"], "ts": rec["ts"], "kind": rec["kind"]}
     out["agent"] = agent
     out["seq"] = seq
@@ -116,7 +64,12 @@ def _body(rec: Record, agent: str, seq: int, prev: str) -> tuple[str, str]:
         if key not in out:
             out[key] = value
     # orjson: the same compact UTF-8 JSON as records.dumps, several times faster on the Pi.
-    return orjson.dumps(out).decode(), record_hash(out)
+    return orjson.dumps(out).decode(), hashlib.sha256(canonical(out)).digest()
+
+
+def _hex(digest: bytes | str) -> str:
+    """A stored chain hash as hex: 32 bytes (since 0006-compact-rows), or hex text before."""
+    return digest.hex() if isinstance(digest, bytes) else str(digest)
 
 
 class Buffer:
@@ -130,7 +83,7 @@ class Buffer:
         #: Bytes left free on the filesystem: the buffer stops growing there, as at max_bytes,
         #: so a full disk never leaves SQLite without room to mark, checkpoint and evict.
         self.keep_free = keep_free
-        self.conn = _connect(self.path, max_bytes)
+        self.conn = connect(self.path, max_bytes)
         try:
             migrate(self.conn)
             self.agent = self._agent_id()
@@ -160,50 +113,8 @@ class Buffer:
             yield
         except sqlite3.Error as err:
             raise BufferError(
-                f"cannot {doing} the buffer {self.path}: {err}", full=full and _is_full(err)
+                f"cannot {doing} the buffer {self.path}: {err}", full=full and is_full(err)
             ) from err
-
-    def _known_frame(self, source: str, device_seq: int, ts_ms: int) -> bool:
-        """Captured before: its records are here, or its number and time fall within a run of
-        frames captured (kept after the records are evicted or expire)."""
-        row = self.conn.execute(
-            "SELECT 1 FROM records WHERE source = ? AND device_seq = ? AND ts_ms = ? LIMIT 1",
-            (source, device_seq, ts_ms),
-        ).fetchone()
-        if row is not None:
-            return True
-        # The run with the highest first number at or below it; a replaced device numbering
-        # from 1 again has later times than the runs of the old one, so its frames are new.
-        row = self.conn.execute(
-            "SELECT 1 FROM captured_frames WHERE source = ? AND first <= ? AND last >= ? "
-            "AND first_ms <= ? AND last_ms >= ? LIMIT 1",
-            (source, device_seq, device_seq, ts_ms, ts_ms),
-        ).fetchone()
-        return row is not None
-
-    def _note_frame(self, source: str, device_seq: int, ts_ms: int) -> None:
-        """Add a frame just captured to the runs of captured frames (merging neighbours)."""
-        conn = self.conn
-        before = conn.execute(
-            "SELECT first, first_ms, last_ms FROM captured_frames WHERE source = ? AND last = ?",
-            (source, device_seq - 1),
-        ).fetchone()
-        after = conn.execute(
-            "SELECT last, first_ms, last_ms FROM captured_frames WHERE source = ? AND first = ?",
-            (source, device_seq + 1),
-        ).fetchone()
-        first, last, lo, hi = device_seq, device_seq, ts_ms, ts_ms
-        if before is not None:
-            first, lo, hi = int(before[0]), min(lo, int(before[1])), max(hi, int(before[2]))
-        if after is not None:
-            last, lo, hi = int(after[0]), min(lo, int(after[1])), max(hi, int(after[2]))
-            conn.execute("DELETE FROM captured_frames WHERE source = ? AND first = ?",
-                         (source, device_seq + 1))
-        conn.execute(
-            "INSERT OR REPLACE INTO captured_frames (source, first, last, first_ms, last_ms) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (source, first, last, lo, hi),
-        )
 
     def captured_runs(self, source: str, first: int, last: int) -> list[tuple[int, int]]:
         """The runs of frames numbered ``first``…``last`` captured from ``source`` (clipped to
@@ -233,58 +144,25 @@ class Buffer:
         if not items and not states:
             return []
         now = _wall_ms()
+        timed = [(source, rec, ts_to_ms(rec["ts"]), rec.get("device_seq")) for source, rec in items]
         seqs: list[int] = []
         with self._failing("write to"):
             self._limit_growth()
             with transaction(self.conn):
                 seq = self._last_seq() + 1
                 prev = self._last_hash()
-                frame: tuple[str, int, int] | None = None
-                repeat = new_frame = False
-                for source, rec in items:
-                    ts_ms = ts_to_ms(rec["ts"])
-                    device_seq = rec.get("device_seq")
-                    if device_seq is None:
-                        frame, repeat = None, False
-                    elif frame != (source, device_seq, ts_ms):
-                        frame = (source, device_seq, ts_ms)
-                        repeat = self._known_frame(source, device_seq, ts_ms)
-                        new_frame = not repeat
-                    if repeat:
-                        continue
-                    try:
-                        body, digest = _body(rec, self.agent, seq, prev)
-                    except RecordError as err:  # no canonical form: it cannot be chained
-                        log.error("record dropped, it cannot be chained: %s", err)
-                        continue
-                    if device_seq is not None and new_frame:
-                        self._note_frame(source, device_seq, ts_ms)
-                        new_frame = False
-                    cur = self.conn.execute(
-                        "INSERT OR IGNORE INTO records (seq, ts_ms, kind, source, device_seq, "
-                        "device_key, body, captured_ms, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            seq,
-                            ts_ms,
-                            rec["kind"],
-                            source,
-                            device_seq,
-                            device_key(rec, ts_ms),
-                            body,
-                            now,
-                            digest,
-                        ),
-                    )
-                    if cur.rowcount == 1:
-                        seqs.append(seq)
-                        seq += 1
-                        prev = digest
-                if seqs:
+                rows = self._rows(timed, seq, prev, now)
+                if rows:
+                    self.conn.executemany(
+                        "INSERT INTO records (seq, ts_ms, kind, source, device_seq, body, "
+                        "captured_ms, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    seqs = [row[0] for row in rows]
                     self.conn.execute(
                         "UPDATE meta SET value = ? WHERE key = 'last_seq'", (str(seqs[-1]),)
                     )
                     self.conn.execute(
-                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_hash', ?)", (prev,)
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_hash', ?)",
+                        (rows[-1][-1].hex(),),
                     )
                 for source, state in (states or {}).items():
                     self.conn.execute(
@@ -292,6 +170,51 @@ class Buffer:
                         (f"state:{source}", state),
                     )
         return seqs
+
+    def _rows(
+        self, timed: list[tuple[str, Record, int, Any]], seq: int, prev: str, now: int
+    ) -> list[tuple[Any, ...]]:
+        """The rows to insert, numbered from ``seq`` and chained from ``prev``: frames already
+        captured and records already given (the same :func:`device_key`) left out; the runs of
+        captured frames updated (in the caller's transaction)."""
+        runs = FrameRuns(self.conn, FrameRuns.window_of(
+            (source, device_seq) for source, _, _, device_seq in timed if device_seq is not None))
+        rows: list[tuple[Any, ...]] = []
+        given: set[tuple[str, str]] = set()  # (source, device_key) of this frame's records
+        frame: tuple[str, int, int] | None = None
+        repeat = new_frame = False
+        for source, rec, ts_ms, device_seq in timed:
+            if device_seq is None:
+                frame, repeat = None, False
+            elif frame != (source, device_seq, ts_ms):
+                frame = (source, device_seq, ts_ms)
+                repeat = runs.known(source, device_seq, ts_ms)
+                new_frame = not repeat
+                given.clear()
+            if repeat:
+                continue
+            key: tuple[str, str] | None = None
+            if device_seq is not None:
+                # A new frame has no record in the buffer yet (its run would know it): only
+                # its own records can share a device_key.
+                key = (source, str(device_key(rec, ts_ms)))
+                if key in given:
+                    continue
+            try:
+                body, digest = _body(rec, self.agent, seq, prev)
+            except RecordError as err:  # no canonical form: it cannot be chained
+                log.error("record dropped, it cannot be chained: %s", err)
+                continue
+            if device_seq is not None and key is not None:
+                given.add(key)
+                if new_frame:
+                    runs.note(source, device_seq, ts_ms)
+                    new_frame = False
+            rows.append((seq, ts_ms, rec["kind"], source, device_seq, body, now, digest))
+            seq += 1
+            prev = digest.hex()
+        runs.save()
+        return rows
 
     def _limit_growth(self) -> None:
         """Cap the database (``max_page_count``) so ``keep_free`` bytes stay free on its disk."""
@@ -407,7 +330,7 @@ class Buffer:
                         digest = record_hash(orjson.loads(body))
                     except (RecordError, orjson.JSONDecodeError):
                         continue
-                out[int(seq)] = str(digest)
+                out[int(seq)] = _hex(digest)
         return out
 
     def pending_in(self, first: int, last: int) -> int:

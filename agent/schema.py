@@ -87,6 +87,16 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
             GROUP BY source, run;
         """,
     ),
+    (
+        # Compact rows (issue 16): the chain hash as its 32 bytes (was 64 hex characters), and
+        # no device_key column value or index: a frame already captured is known by its run in
+        # captured_frames, and the records of one frame are told apart in the commit
+        # (agent/buffer.py). Rows written before keep their values; they are read alike.
+        "0006-compact-rows",
+        """
+        DROP INDEX IF EXISTS records_device_key;
+        """,
+    ),
 )
 
 

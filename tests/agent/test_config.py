@@ -48,7 +48,7 @@ def test_defaults() -> None:
     config = parse_config(copy.deepcopy(BASE))
     assert config.client_id == "frota-ABC1D23"
     assert config.buffer.retention_days == 90
-    assert config.buffer.commit_records == 200
+    assert config.buffer.commit_records == 1000
     assert config.devices[0].baudrate == 115_200
     assert config.broker.port == 1883
     assert not config.broker.tls_enabled
