@@ -57,3 +57,17 @@ def test_a_broken_chain_keeps_its_prev_and_odd_texts_stay_verbatim() -> None:
 def test_not_a_blob_is_refused() -> None:
     with pytest.raises(ValueError, match="not a frota disc blob"):
         decode_day(b"\x07junk")
+
+
+def test_a_day_whose_hash_needs_the_general_canonical_form_decodes_back() -> None:
+    # kmh 61.123 is rounded to 61.12 in the canonical form (0.01 km/h, docs/records.md), so the
+    # fast hash (sorted JSON as it is) would be another: the decoder must rebuild each prev with
+    # the general one, and the chain after the record stays whole
+    prev = GENESIS
+    texts = []
+    for n, kmh in enumerate([60.0, 61.123, 62.5, 1e-6 * 3]):
+        rec = {**make_record("speed", "ABC1D23", ms_to_ts(T0 + n * 1000), kmh=kmh),
+               "agent": "a", "seq": n + 1, "prev": prev}
+        prev = record_hash(rec)
+        texts.append(orjson.dumps(rec).decode())
+    assert decode_day(encode_day(texts)) == texts
