@@ -14,6 +14,8 @@ back :mod:`collector.store_disc`).
   day's transaction; the job pauses between two days.
 - A day with rows and a disc row already (a record that arrived while another collector
   compacted it) is merged: its disc records and its rows, one day again.
+- Operator entries (agent ``operator``, collector/entries.py) are never compacted: a handful a
+  day, each looked up by seq when the next is signed.
 - With several collectors on one PostgreSQL store, one compaction at a time (an advisory lock,
   as the prune).
 """
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, timedelta
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
@@ -47,6 +49,9 @@ log = logging.getLogger(__name__)
 DEFAULT_AFTER_DAYS: Final = 2
 #: PostgreSQL advisory lock key of the compaction (one collector at a time on a shared store).
 COMPACT_LOCK: Final = 0x46524F5444  # "FROTD"
+#: Operator entries (collector/entries.py) stay rows: few, signed by the collector, looked up by
+#: seq when the next is written.
+_AGENTS: Final = "agent <> 'operator'"
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,7 @@ def candidate_days(store: Store, vehicle: str, before_ms: int,
     at = -(1 << 62)
     while True:
         rows = store._read("SELECT min(ts_ms) FROM records WHERE vehicle = ? AND ts_ms >= ? "
-                           "AND ts_ms < ?", (vehicle, at, before_ms))
+                           f"AND ts_ms < ? AND {_AGENTS}", (vehicle, at, before_ms))
         if not rows or rows[0][0] is None:
             return
         day = local_day(int(rows[0][0]), profile)
@@ -118,7 +123,7 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
     """Compact one vehicle-day (see the module docstring); None when it has no rows."""
     rows = [(int(i), str(t), int(r)) for i, t, r in store._read(
         "SELECT id, record, received_ms FROM records WHERE vehicle = ? AND ts_ms >= ? "
-        "AND ts_ms < ? ORDER BY ts_ms, seq, id", (vehicle, start, end))]
+        f"AND ts_ms < ? AND {_AGENTS} ORDER BY ts_ms, seq, id", (vehicle, start, end))]
     if not rows:
         return None
     name = day.isoformat()
@@ -133,9 +138,9 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
     first = orjson.loads(texts[0])
     last = orjson.loads(texts[-1])
     ids = [(i,) for i, _, _ in rows]
-    with store._lock, store._transaction() as tx:
+    with _gate(store) as tx:
         now = store._query("SELECT count(*), max(id) FROM records WHERE vehicle = ? AND "
-                           "ts_ms >= ? AND ts_ms < ?", (vehicle, start, end))
+                           f"ts_ms >= ? AND ts_ms < ? AND {_AGENTS}", (vehicle, start, end))
         if int(now[0][0]) != len(rows) or int(now[0][1]) != max(i for i, _, _ in rows):
             raise CompactionError(f"{vehicle} {name}: rows changed while encoding, left as rows")
         values = (vehicle, name, start, end, len(texts), store_ts(first), store_ts(last),
@@ -157,6 +162,20 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
                            [(vehicle, name)])
     store.disc_watermarks.ends[vehicle] = max(end, store.disc_watermarks.ends.get(vehicle, end))
     return DayCompacted(vehicle, name, len(texts), raw_bytes, len(blob), bool(existing))
+
+
+@contextmanager
+def _gate(store: Store) -> Iterator[Any]:
+    """One transaction in which the store lets the rows a compacted day covers be deleted
+    (migration 012_disc)."""
+    with store._lock, store._transaction() as tx:
+        if store.dialect == "postgresql":
+            store._executemany(tx, "SELECT set_config('frota.compact', 'on', true)", [()])
+        else:
+            store._executemany(tx, "INSERT INTO compact_gate (opened_ms) VALUES (?)", [(0,)])
+        yield tx
+        if store.dialect != "postgresql":
+            store._executemany(tx, "DELETE FROM compact_gate", [()])
 
 
 def compact(store: Store, registry: Registry | None, profiles: Mapping[str, Profile], *,

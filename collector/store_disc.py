@@ -130,6 +130,12 @@ def count(store: Store, vehicle: str | None = None) -> int:
     return int(rows[0][0] or 0) if rows else 0
 
 
+def last_received(store: Store) -> int | None:
+    """The latest arrival among the records of the newest compacted day."""
+    rows = store._read("SELECT received FROM disc_days ORDER BY last_ms DESC LIMIT 1")
+    return max(unpack_received(bytes(rows[0][0])), default=None) if rows else None
+
+
 _cache: OrderedDict[bytes, list[DayRow]] = OrderedDict()
 _cache_lock = threading.Lock()
 

@@ -253,15 +253,17 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             received {bytes} NOT NULL, made_ms BIGINT NOT NULL, PRIMARY KEY (vehicle, day));
         CREATE INDEX idx_disc_days_last ON disc_days (vehicle, last_ms);
         CREATE TABLE disc_reopened (vehicle TEXT NOT NULL, day TEXT NOT NULL,
-            reopened_ms BIGINT NOT NULL, records BIGINT NOT NULL, PRIMARY KEY (vehicle, day))
+            reopened_ms BIGINT NOT NULL, records BIGINT NOT NULL, PRIMARY KEY (vehicle, day));
+        CREATE TABLE compact_gate (opened_ms BIGINT NOT NULL)
         """,
         whole=(
             ("sqlite", (
                 "DROP TRIGGER records_delete_guard",
                 "CREATE TRIGGER records_delete_guard BEFORE DELETE ON records "
-                "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND NOT EXISTS (SELECT 1 FROM "
-                "disc_days d WHERE d.vehicle = OLD.vehicle AND d.last_ms >= OLD.ts_ms AND "
-                "d.first_ms <= OLD.ts_ms) BEGIN "
+                "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND NOT (EXISTS (SELECT 1 FROM "
+                "compact_gate) AND EXISTS (SELECT 1 FROM disc_days d WHERE "
+                "d.vehicle = OLD.vehicle AND d.last_ms >= OLD.ts_ms AND "
+                "d.first_ms <= OLD.ts_ms)) BEGIN "
                 f"SELECT RAISE(ABORT, '{DELETE_REFUSED}'); END",
                 "CREATE TRIGGER disc_days_delete_guard BEFORE DELETE ON disc_days "
                 "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND (SELECT count(*) FROM records r "
@@ -272,9 +274,10 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             ("postgresql", (
                 "CREATE OR REPLACE FUNCTION frota_records_delete_row() RETURNS trigger "
                 "LANGUAGE plpgsql AS $$ BEGIN "
-                "IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND NOT EXISTS "
+                "IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND NOT "
+                "(coalesce(current_setting('frota.compact', true), '') = 'on' AND EXISTS "
                 "(SELECT 1 FROM disc_days d WHERE d.vehicle = OLD.vehicle AND "
-                "d.last_ms >= OLD.ts_ms AND d.first_ms <= OLD.ts_ms) THEN "
+                "d.last_ms >= OLD.ts_ms AND d.first_ms <= OLD.ts_ms)) THEN "
                 f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN OLD; END $$",
                 "CREATE FUNCTION frota_disc_days_delete_row() RETURNS trigger LANGUAGE plpgsql "
                 "AS $$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND "

@@ -8,8 +8,14 @@ each backend gives its own :attr:`StoreSummaries.json_number_sql`.
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
+
+from collector import store_disc
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,11 @@ class StoreSummaries:
         by_table = {int(row[0]): row for row in rows}
         records, rejects = by_table[0], by_table[1]
         last = None if records[2] is None else int(records[2])
-        return StoreTotals(records=int(records[1]), rejects=int(rejects[1]), last_received_ms=last)
+        packed = store_disc.count(self)  # type: ignore[arg-type]
+        if packed and last is None:  # every record compacted: the latest day's latest arrival
+            last = store_disc.last_received(self)  # type: ignore[arg-type]
+        return StoreTotals(records=int(records[1]) + packed, rejects=int(rejects[1]),
+                           last_received_ms=last)
 
     def vehicle_summary(self, vehicle: str) -> VehicleSummary:
         """Counts per kind, time span, agents, odometer and passengers of a vehicle's records."""
@@ -89,6 +99,10 @@ class StoreSummaries:
             "WHERE vehicle = ? AND kind = 'door'", (vehicle,))
         if people:
             out.boarded, out.alighted = int(people[0][0]), int(people[0][1])
+        raw_agents = {str(a) for (a,) in self._read(
+            "SELECT DISTINCT agent FROM records WHERE vehicle = ? AND kind IN ('speed', 'position')",
+            (vehicle,))}
+        _add_packed(out, store_disc.vehicle_rows(self, vehicle), raw_agents)  # type: ignore[arg-type]
         return out
 
     # -- what the pages read (collector/web/dayview.py, tripview.py) ----------------------------------------
@@ -101,14 +115,25 @@ class StoreSummaries:
         rows = self._read(
             "SELECT ts_ms, seq, id, record FROM records WHERE vehicle = ? AND ts_ms >= ? "
             "AND ts_ms < ? AND kind NOT IN ('speed', 'position')", (vehicle, since_ms, until_ms))
+        rows += [(r.ts_ms, r.seq, -1, r.text) for r in self._packed(vehicle, since_ms, until_ms)
+                 if r.kind not in ("speed", "position")]
         return [str(row[3]) for row in sorted(rows, key=lambda r: (int(r[0]), int(r[1]), int(r[2])))]
+
+    def _packed(self, vehicle: str, since_ms: int, until_ms: int) -> list[store_disc.DayRow]:
+        """The compacted days' rows of a vehicle with since <= ts < until, in (ts, seq) order
+        (collector/store_disc.py)."""
+        return list(store_disc.vehicle_rows(self, vehicle, since_ms, until_ms))  # type: ignore[arg-type]
 
     def samples(self, vehicle: str, kind: str, since_ms: int, until_ms: int) -> list[str]:
         """A vehicle's records of one ``kind`` with since <= ts < until, in (ts, seq) order."""
         rows = self._read(
-            "SELECT record FROM records WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? "
+            "SELECT ts_ms, seq, record FROM records WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? "
             "AND kind = ? ORDER BY ts_ms, seq, id", (vehicle, since_ms, until_ms, kind))
-        return [str(row[0]) for row in rows]
+        packed = [(r.ts_ms, r.seq, r.text) for r in self._packed(vehicle, since_ms, until_ms)
+                  if r.kind == kind]
+        if packed:
+            rows = list(heapq.merge(rows, packed, key=lambda r: (int(r[0]), int(r[1]))))
+        return [str(row[2]) for row in rows]
 
     def speeds(self, vehicle: str, kind: str, since_ms: int, until_ms: int) -> list[tuple[int, float]]:
         """(ts ms, ``kmh``) of a vehicle's ``speed`` or ``position`` records with since <= ts <
@@ -121,6 +146,10 @@ class StoreSummaries:
         rows = self._read(
             f"SELECT ts_ms, {self._number('kmh')} FROM records WHERE vehicle = ? AND ts_ms >= ? "
             f"AND ts_ms < ? AND kind = '{kind}' ORDER BY ts_ms", (vehicle, since_ms, until_ms))
+        packed = [(r.ts_ms, orjson.loads(r.text).get("kmh"))
+                  for r in self._packed(vehicle, since_ms, until_ms) if r.kind == kind]
+        if packed:
+            rows = list(heapq.merge(rows, packed, key=lambda r: int(r[0])))
         return [(int(ms), float(kmh)) for ms, kmh in rows if kmh is not None]
 
     def latest(self, vehicle: str, kind: str, before_ms: int | None = None) -> str | None:
@@ -128,6 +157,45 @@ class StoreSummaries:
         hi = (1 << 62) if before_ms is None else before_ms
         extra = "" if kind in ("speed", "position") else " AND kind NOT IN ('speed', 'position')"
         rows = self._read(
-            "SELECT record FROM records WHERE vehicle = ? AND ts_ms < ? AND kind = ?"
+            "SELECT ts_ms, seq, record FROM records WHERE vehicle = ? AND ts_ms < ? AND kind = ?"
             f"{extra} ORDER BY ts_ms DESC, seq DESC, id DESC LIMIT 1", (vehicle, hi, kind))
-        return str(rows[0][0]) if rows else None
+        best = (int(rows[0][0]), int(rows[0][1]), str(rows[0][2])) if rows else None
+        # the compacted days after the row found (newest first), until one has a record of kind
+        for day in reversed(store_disc.days(self, vehicle, best[0] if best else None,  # type: ignore[arg-type]
+                                            hi)):
+            found = [(r.ts_ms, r.seq, r.text) for r in store_disc.day_rows(self, day)  # type: ignore[arg-type]
+                     if r.kind == kind and r.ts_ms < hi]
+            if found:
+                last = max(found, key=lambda r: (r[0], r[1]))
+                if best is None or (last[0], last[1]) > (best[0], best[1]):
+                    best = last
+                break
+        return best[2] if best else None
+
+
+def _add_packed(out: VehicleSummary, rows: Any, agents: set[str]) -> None:
+    """Fold the compacted days' rows into a vehicle's summary (``agents``: those of its rows)."""
+    kinds = Counter(dict(out.kinds))
+    lo, hi = out.first_ms, out.last_ms
+    odo = out.odometer_m
+    any_row = False
+    for row in rows:
+        any_row = True
+        kinds[row.kind] += 1
+        if row.kind in ("speed", "position"):
+            agents.add(row.agent)
+            lo = row.ts_ms if lo is None else min(lo, row.ts_ms)
+            hi = row.ts_ms if hi is None else max(hi, row.ts_ms)
+        if row.kind in ("speed", "door"):
+            rec = orjson.loads(row.text)
+            if row.kind == "speed" and isinstance(rec.get("odometer_m"), int | float):
+                m = int(rec["odometer_m"])
+                odo = (m, m) if odo is None else (min(odo[0], m), max(odo[1], m))
+            if row.kind == "door":
+                out.boarded += int(rec.get("boarded") or 0)
+                out.alighted += int(rec.get("alighted") or 0)
+    if not any_row:
+        return
+    out.kinds = sorted(kinds.items(), key=lambda kv: (-kv[1], kv[0]))
+    out.first_ms, out.last_ms, out.odometer_m = lo, hi, odo
+    out.agents = len(agents)

@@ -24,7 +24,7 @@ from collector import compaction, store_disc
 from collector.chaincheck import check_store
 from collector.ingest import Ingest
 from collector.rules.profile import load_profiles
-from collector.store import Store, StoreError
+from collector.store import INSERT_RECORD, Store, StoreError, record_row
 from protocols import identity
 from protocols.chain import GENESIS, record_hash, sign_checkpoint
 from protocols.keyring import Keyring, entry_json, load_keyring, write_entries
@@ -117,6 +117,33 @@ def test_compacted_days_read_back_as_the_rows_they_replaced(store: Store, tmp_pa
     assert _compact(store) == []
 
 
+def _reads(store: Store) -> list[Any]:
+    """What every summary reader gives (the pages', frota demo's)."""
+    lo, hi = START - 1, NOW
+    mid = START + 9 * STEP + 1  # inside a compacted day... and one of rows
+    totals = store.totals()
+    return [totals.records, store.vehicle_summary(BUS), store.events(BUS, lo, hi),
+            store.samples(BUS, "position", lo, hi), store.speeds(BUS, "speed", lo, hi),
+            store.speeds(BUS, "position", START, START + 10 * STEP),
+            store.latest(BUS, "speed"), store.latest(BUS, "position", mid),
+            store.latest(BUS, "speed", START + 3 * STEP), store.latest(BUS, "trip")]
+
+
+def test_summary_readers_see_the_same_after_compaction(store: Store, tmp_path: Path) -> None:
+    key, _ = _signed(tmp_path)
+    records = _records()
+    records.insert(5, {**make_record("door", BUS, records[4]["ts"], door=1, boarded=3,
+                                     alighted=2)})
+    # the door record (not chained) goes in first, under its own agent
+    store.put([record_row({**records.pop(5), "agent": "doors", "seq": 1}, NOW)])
+    _ingest(store, records, key)
+    before = _reads(store)
+    assert before[1].boarded == 3
+    _compact(store)
+    assert store_disc.days(store, BUS)
+    assert _reads(store) == before
+
+
 def test_only_compaction_and_prune_delete(store: Store, tmp_path: Path) -> None:
     key, _ = _signed(tmp_path)
     _ingest(store, _records(), key)
@@ -125,11 +152,17 @@ def test_only_compaction_and_prune_delete(store: Store, tmp_path: Path) -> None:
     # a row of a day not compacted: refused, whatever the route
     with pytest.raises(wrong, match="deleted only by frota collector prune"):
         store.apply([("DELETE FROM records WHERE ts_ms >= ?", [(NOW - 86_400_000,)])])
+    # a row inside a compacted day (written past the ingest, which would reopen the day): the
+    # compaction alone may delete such a row, and it did not write this one
+    late = {**_late(99, GENESIS, ms_to_ts(START + 1000))[0]}
+    store.apply([(INSERT_RECORD, [record_row(late, NOW)])])
+    with pytest.raises(wrong, match="deleted only by frota collector prune"):
+        store.apply([("DELETE FROM records WHERE seq = ?", [(99,)])])
     # a compacted day: its row may not go while its records are not rows again
     with pytest.raises(wrong, match="deleted only by frota collector prune"):
         store.apply([("DELETE FROM disc_days", [()])])
     assert len(store_disc.days(store, BUS)) == 2
-    assert store.count() == 2 * INSTANTS
+    assert store.count() == 2 * INSTANTS + 1   # the row inside the day is read beside it
 
 
 def test_a_late_record_reopens_its_compacted_day(store: Store, tmp_path: Path) -> None:
