@@ -24,7 +24,14 @@ from collector.registry import Registry
 from collector.store import INSERT_RECORD, Store, record_row
 from collector.store_chain import INSERT_CHECKPOINT, INSERT_LINK
 from protocols.chain import GENESIS, checkpoint_message, record_hash, try_hash
-from protocols.records import Record, RecordError, validate
+from protocols.records import (
+    MAX_REASON_CHARS,
+    Record,
+    RecordError,
+    ms_to_ts,
+    ts_to_ms,
+    validate,
+)
 
 OPERATOR: Final = "operator"
 #: Longest ``by`` (the entering user's name) accepted.
@@ -90,6 +97,66 @@ def enter(store: Store, registry: Registry | None, rec: dict[str, Any], received
                 (vehicle, OPERATOR, seq, digest, seal.key_id, base64.b64encode(sig).decode(),
                  received_ms)])
         return stored
+
+
+def withdraw(store: Store, registry: Registry | None, vehicle: str, seq: int, reason: str,
+             received_ms: int, by: str, seal: EntrySeal | None) -> Record:
+    """Withdraw the vehicle's operator entry ``seq`` by a later signed entry (``withdrawal``:
+    its entry's ``ts``, ``withdraws``, ``reason``, ``entered``; docs/records.md); return it as
+    stored. The entry stays in the store and in its chain; the rules stop counting it. EntryError
+    for an entry that does not exist, is a withdrawal, or is withdrawn already."""
+    reason = reason.strip() if isinstance(reason, str) else ""
+    if not 1 <= len(reason) <= MAX_REASON_CHARS:
+        raise EntryError(f"reason: say why the entry is withdrawn (1-{MAX_REASON_CHARS} "
+                         "characters)")
+    with store._lock:
+        entry = entry_of(store, vehicle, seq)
+        if entry is None:
+            raise EntryError(f"vehicle {vehicle!r} has no operator entry {seq}")
+        if entry["kind"] == "withdrawal":
+            raise EntryError(f"entry {seq} is a withdrawal: it cannot be withdrawn (enter the "
+                             "withdrawn entry again instead)")
+        earlier = withdrawal_of(store, vehicle, seq, entry["ts"])
+        if earlier is not None:
+            raise EntryError(f"entry {seq} of {vehicle} is withdrawn already (by entry "
+                             f"{earlier['seq']})")
+        rec = {"vehicle": vehicle, "ts": entry["ts"], "kind": "withdrawal", "withdraws": seq,
+               "reason": reason, "entered": ms_to_ts(received_ms)}
+        return enter(store, registry, rec, received_ms, by, seal)
+
+
+def entries(store: Store, vehicle: str) -> list[Record]:
+    """The vehicle's operator entries as stored, in seq order, each withdrawn one with
+    ``withdrawn_by`` (the seq of its withdrawal) added — not part of the record."""
+    rows = store._query("SELECT record FROM records WHERE vehicle = ? AND agent = ? ORDER BY seq",
+                        (vehicle, OPERATOR))
+    out: list[Record] = [orjson.loads(text) for (text,) in rows]
+    gone = {rec["withdraws"]: rec["seq"] for rec in out if rec["kind"] == "withdrawal"}
+    for rec in out:
+        if rec.get("seq") in gone:
+            rec["withdrawn_by"] = gone[rec["seq"]]
+    return out
+
+
+def entry_of(store: Store, vehicle: str, seq: int) -> Record | None:
+    """The vehicle's operator entry ``seq`` as stored, or None."""
+    rows = store._query("SELECT record FROM records WHERE vehicle = ? AND agent = ? AND seq = ?",
+                        (vehicle, OPERATOR, seq))
+    if not rows:
+        return None
+    found: Record = orjson.loads(rows[0][0])
+    return found
+
+
+def withdrawal_of(store: Store, vehicle: str, seq: int, ts: str) -> Record | None:
+    """The withdrawal of the vehicle's operator entry ``seq`` (at the entry's ``ts``), or None."""
+    ms = ts_to_ms(ts)
+    for text in store.events(vehicle, ms, ms + 1):
+        rec: Record = orjson.loads(text)
+        if rec["kind"] == "withdrawal" and rec.get("agent") == OPERATOR \
+                and rec.get("withdraws") == seq:
+            return rec
+    return None
 
 
 def _next(store: Store, vehicle: str) -> tuple[int, str]:

@@ -32,7 +32,10 @@ SCHEMA_VERSION: Final = 1
 
 Record = dict[str, Any]
 
-KINDS: Final = ("speed", "position", "driver", "door", "trip", "incident", "report", "device")
+KINDS: Final = ("speed", "position", "driver", "door", "trip", "incident", "report", "device",
+                 "withdrawal")
+#: Longest ``reason`` of a ``withdrawal`` (characters).
+MAX_REASON_CHARS: Final = 200
 ACTIVITIES: Final = ("drive", "work", "available", "rest", "unknown")
 INCIDENT_CAUSES: Final = (
     "breakdown",
@@ -288,6 +291,16 @@ def _report(rec: Mapping[str, Any]) -> None:
     _check_str(rec, "to", optional=False)
 
 
+def _withdrawal(rec: Mapping[str, Any]) -> None:
+    """An operator entry withdrawn by a later one (docs/records.md, "withdrawal")."""
+    _check_int(rec, "withdraws", 1, optional=False)
+    _check_str(rec, "reason", optional=False)
+    if len(rec["reason"]) > MAX_REASON_CHARS:
+        raise RecordError(f"withdrawal record: reason is longer than {MAX_REASON_CHARS} characters")
+    if rec.get("entered") is not None:
+        ts_to_ms(rec["entered"])
+
+
 def _device(rec: Mapping[str, Any]) -> None:
     _check_choice(rec, "device", DEVICES)
     _check_choice(rec, "status", DEVICE_STATUSES)
@@ -303,6 +316,7 @@ _VALIDATORS = {
     "incident": _incident,
     "report": _report,
     "device": _device,
+    "withdrawal": _withdrawal,
 }
 
 

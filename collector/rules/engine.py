@@ -42,6 +42,8 @@ from protocols.records import Record, ts_to_ms
 
 #: a queued record: (ms, vehicle, seq, agent, arrival number, record)
 Item = tuple[int, str, int, str, int, Record]
+#: The agent of operator entries (collector/entries.py), the only ones a withdrawal withdraws.
+OPERATOR = "operator"
 
 
 class LateRecordError(Exception):
@@ -63,6 +65,8 @@ class Engine:
         self._off = {(p.name, rule_id) for p in profiles.values()
                      for rule_id, cfg in p.rules.items() if not cfg.applies}
         self._pending: list[Item] = []
+        #: withdrawal records queued in _pending (their entries are dropped at the flush)
+        self._withdrawals = 0
         self._history: list[Item] = []
         self._arrivals = 0
         self._done_ms: int | None = None
@@ -105,6 +109,8 @@ class Engine:
     def add_one(self, ms: int, rec: Record) -> None:
         """Queue one record whose ``ts`` is already parsed to ms."""
         self._arrivals += 1
+        if rec["kind"] == "withdrawal":
+            self._withdrawals += 1
         self._pending.append(
             (ms, rec["vehicle"], rec.get("seq") or 0, rec.get("agent") or "", self._arrivals, rec)
         )
@@ -134,12 +140,25 @@ class Engine:
             self._reset()
             self._history = []
             ready = everything
+        done = ready[-1][0]
+        if self._withdrawals:
+            ready = self._without_withdrawn(ready)
         process = self._process
         for item in ready:
             process(item[0], item[5])
-        self._done_ms = ready[-1][0]
+        self._done_ms = done
         if self.retain:
             self._history.extend(ready)
+
+    def _without_withdrawn(self, ready: list[Item]) -> list[Item]:
+        """``ready`` without the operator entries withdrawn by a withdrawal among them, nor the
+        withdrawals (docs/records.md: a withdrawal carries its entry's ``ts``, so both are
+        flushed together; the rules judge as if the entry had never been made)."""
+        gone = {(item[1], item[5]["withdraws"]) for item in ready
+                if item[5]["kind"] == "withdrawal" and item[3] == OPERATOR}
+        self._withdrawals = sum(1 for item in self._pending if item[5]["kind"] == "withdrawal")
+        return [item for item in ready if item[5]["kind"] != "withdrawal"
+                and not (item[3] == OPERATOR and (item[1], item[2]) in gone)]
 
     # ---- evaluation ----------------------------------------------------------------------
     def _vehicle(self, vehicle_id: str, ms: int) -> Vehicle:

@@ -14,13 +14,21 @@ from fastapi import FastAPI, HTTPException, Path, Query
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
+from collector.entries import entries as operator_entries
 from collector.http import Caller
 from collector.store import StoreError
 from collector.web import accident, dayview, export, stats, tripview
 from collector.web.context import Filters, NotFoundError, Web
-from collector.web.entries import EntryError, close_deadline
+from collector.web.entries import EntryError, close_deadline, withdraw_entry
 from collector.web.overview import fleet_rows
-from protocols.records import VEHICLE_ID_PATTERN, RecordError, ms_to_ts, now_ms, ts_to_ms
+from protocols.records import (
+    MAX_REASON_CHARS,
+    VEHICLE_ID_PATTERN,
+    RecordError,
+    ms_to_ts,
+    now_ms,
+    ts_to_ms,
+)
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +43,13 @@ class ReportIn(BaseModel):
 
     to: str = Field(min_length=1, max_length=200,
                     description="the authority reported to, or 'passengers' for assistance given")
+
+
+class WithdrawalIn(BaseModel):
+    """Why an operator entry is withdrawn."""
+
+    reason: str = Field(min_length=1, max_length=MAX_REASON_CHARS,
+                        description="why the entry is withdrawn (recorded in the signed entry)")
 
 
 def _missing(err: NotFoundError) -> HTTPException:
@@ -170,6 +185,36 @@ def add_api(app: FastAPI, web: Web) -> None:
             raise HTTPException(status_code=403, detail=f"role {token.role} may not enter reports")
         try:
             stored = close_deadline(web, token, finding, body.to, now_ms())
+        except NotFoundError as err:
+            raise _missing(err) from None
+        except EntryError as err:
+            raise HTTPException(status_code=400, detail=str(err)) from None
+        except StoreError as err:
+            raise HTTPException(status_code=503, detail=str(err)) from None
+        return JSONResponse(status_code=201, content={"record": stored})
+
+    @app.get("/vehicles/{vehicle}/entries", tags=["pages"])
+    def entries(token: Caller, vehicle: VehicleId) -> JSONResponse:
+        """The vehicle's operator entries (incidents, reports, trips, withdrawals) as stored, in
+        seq order; a withdrawn one has ``withdrawn_by`` (its withdrawal's seq) beside it."""
+        try:
+            web.check_vehicle(token, vehicle)
+        except NotFoundError as err:
+            raise _missing(err) from None
+        return JSONResponse({"vehicle": vehicle, "entries": operator_entries(web.store, vehicle)})
+
+    @app.post("/vehicles/{vehicle}/entries/{seq}/withdrawal", tags=["pages"], status_code=201)
+    def withdrawal(token: Caller, vehicle: VehicleId,
+                   seq: Annotated[int, Path(ge=1, le=2**53 - 1)],
+                   body: WithdrawalIn) -> JSONResponse:
+        """Withdraw an operator entry by a later signed entry naming it (operador, admin): the
+        entry stays stored, the rules stop counting it; 400 for a withdrawal or an entry
+        withdrawn already (docs/records.md, ``withdrawal``)."""
+        if token.role not in ("operador", "admin"):
+            raise HTTPException(status_code=403,
+                                detail=f"role {token.role} may not withdraw entries")
+        try:
+            stored = withdraw_entry(web, token, vehicle, seq, body.reason, now_ms())
         except NotFoundError as err:
             raise _missing(err) from None
         except EntryError as err:

@@ -77,6 +77,13 @@ class VehicleDay:
         return out
 
     @property
+    def withdrawn(self) -> set[int]:
+        """The seqs of the day's operator entries withdrawn (a withdrawal carries its entry's
+        ``ts``: both are in the same day)."""
+        return {int(e.record["withdraws"]) for e in self.events if e.kind == "withdrawal"
+                and e.record.get("agent") == "operator"}
+
+    @property
     def openings(self) -> list[Event]:
         """The registrador's compartment openings."""
         return [e for e in self.events if e.kind == "compartment_open"]
@@ -127,6 +134,8 @@ def _event(registry: Registry, rec: dict[str, Any]) -> Event | None:
         return Event(ms, kind, f"ocorrência declarada: {CAUSE_WORDS.get(rec['cause'], rec['cause'])}", rec)
     if kind == "report":
         return Event(ms, kind, f"relato registrado para {rec['to']}", rec)
+    if kind == "withdrawal":
+        return Event(ms, kind, f"retirada da entrada nº {rec['withdraws']}: {rec['reason']}", rec)
     return None
 
 

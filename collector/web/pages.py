@@ -18,7 +18,7 @@ from markupsafe import Markup
 from collector.store import StoreError
 from collector.web import accident, dayview, export, stats, svg, tripview, words
 from collector.web.context import Filters, NotFoundError, Web
-from collector.web.entries import EntryError, close_deadline
+from collector.web.entries import EntryError, close_deadline, withdraw_entry
 from collector.web.localtime import hhmm, stamp, today
 from collector.web.overview import fleet_rows
 from collector.web.session import LoginRequiredError, PageUser, Sessions
@@ -101,6 +101,7 @@ def add_pages(app: FastAPI, web: Web, sessions: Sessions) -> None:
         found, _ = web.findings(user, Filters(vehicle=vehicle, since_ms=d.day.lo_ms, until_ms=d.day.hi_ms))
         return render(request, "disco.html", user, d=d, disc=Markup(svg.disc(d)),
                       timeline=Markup(svg.timeline(d)), findings=found, tz=d.day.tz,
+                      withdrawn=d.withdrawn, may_withdraw=user.role in ("operador", "admin"),
                       prev=when.fromordinal(when.toordinal() - 1), next=when.fromordinal(when.toordinal() + 1))
 
     @app.get("/disco/{vehicle}/pacote", include_in_schema=False)
@@ -114,6 +115,23 @@ def add_pages(app: FastAPI, web: Web, sessions: Sessions) -> None:
                  vehicle, dia)
         return Response(data, media_type="application/zip", headers={
             "Content-Disposition": f'attachment; filename="frota-{vehicle}-{dia}.zip"'})
+
+    @app.post("/disco/{vehicle}/retirar", include_in_schema=False)
+    def retirar(request: Request, user: PageUser, vehicle: str,
+                csrf: Annotated[str, Form(max_length=200)],
+                seq: Annotated[int, Form(ge=1, le=2**53 - 1)],
+                reason: Annotated[str, Form(min_length=1, max_length=200)],
+                dia: Annotated[str, Form(pattern=DAY_PATTERN)]) -> Response:
+        sessions.check_csrf(request, csrf)
+        if user.role not in ("operador", "admin"):
+            raise HTTPException(status_code=403, detail=f"o perfil {user.role} não retira entradas")
+        try:
+            withdraw_entry(web, user, vehicle, seq, reason.strip(), now_ms())
+        except EntryError as err:
+            raise HTTPException(status_code=400, detail=str(err)) from None
+        except StoreError as err:
+            raise HTTPException(status_code=503, detail=str(err)) from None
+        return RedirectResponse(f"/disco/{vehicle}?dia={dia}&retirada={seq}", status_code=303)
 
     @app.get("/jornada", include_in_schema=False)
     def jornada_form(user: PageUser, condutor: Annotated[str, Query(min_length=1, max_length=64)],

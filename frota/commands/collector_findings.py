@@ -49,6 +49,21 @@ def add_subcommands(sub: Any) -> None:
     trip.add_argument("--line", required=True, metavar="ID", help="the registry line it runs")
     trip.add_argument("--scheduled", metavar="TS",
                       help="the scheduled departure (RFC 3339; start only)")
+    withdrawal = what.add_parser(
+        "withdrawal", help="withdraw an earlier operator entry (a later signed entry naming it)",
+        description="Withdraw the vehicle's operator entry SEQ (an incident, a report, a trip "
+        "entered by mistake) by a later signed entry naming it, with a reason: the entry stays "
+        "in the store and its chain, the rules stop counting it (a deadline its report closed "
+        "opens again). An entry is never edited in place (docs/records.md).")
+    _source(withdrawal)
+    withdrawal.add_argument("--vehicle", required=True, metavar="ID", help="the vehicle id")
+    withdrawal.add_argument("--seq", required=True, type=int, metavar="N",
+                            help="the seq of the operator entry withdrawn")
+    withdrawal.add_argument("--reason", required=True, metavar="TEXT",
+                            help="why (1-200 characters), recorded in the signed entry")
+    withdrawal.add_argument("--by", metavar="NAME", default=None,
+                            help="who withdraws it, recorded in the signed entry (default: the "
+                            "OS user)")
     enter.set_defaults(func=run_enter)
 
     findings = sub.add_parser(
@@ -140,10 +155,44 @@ def _unsigned_warning() -> None:
                      "[trust] section); frota verify reports it as unsigned\n")
 
 
+def run_withdraw(args: argparse.Namespace) -> int:
+    """Store a withdrawal of an operator entry and print it as stored."""
+    from collector.entries import EntryError, check_by, os_user, withdraw
+    from collector.store import StoreError
+    from frota.commands.collector import _config
+    from protocols.records import MAX_REASON_CHARS, now_ms
+
+    if args.seq < 1:
+        raise UserError(f"--seq {args.seq}: an entry's seq is 1 or more")
+    reason = args.reason.strip()
+    if not reason or len(reason) > MAX_REASON_CHARS:
+        raise UserError(f"--reason: say why in 1-{MAX_REASON_CHARS} characters")
+    by = args.by if args.by is not None else os_user()
+    try:
+        check_by(by)
+    except EntryError as err:
+        raise UserError(f"--by: {err}") from None
+    seal = _seal(_config(args.config)) if args.config is not None else None
+    store, reg = _open(args)
+    try:
+        stored = withdraw(store, reg, args.vehicle, args.seq, reason, now_ms(), by, seal)
+    except (StoreError, EntryError) as err:
+        raise UserError(str(err)) from err
+    finally:
+        store.close()
+    if seal is None:
+        _unsigned_warning()
+    sys.stdout.write(dumps(stored) + "\n")
+    return 0
+
+
 def run_enter(args: argparse.Namespace) -> int:
     """Store the operator's record and print it as stored."""
     from collector.store import StoreError
     from protocols.records import now_ms
+
+    if args.entry == "withdrawal":
+        return run_withdraw(args)
 
     rec: dict[str, Any] = {"vehicle": args.vehicle, "ts": _canonical_ts("--ts", args.ts),
                            "kind": args.entry}
