@@ -37,6 +37,7 @@ from typing import Any
 import orjson
 
 from agent.buffer import Buffer
+from bench.common import verified_seq
 from collector import intake
 from collector.ingest import Ingest
 from collector.store import open_store
@@ -68,6 +69,7 @@ class Fleet:
     """A CA, a bus key and a keyring in a folder; batches made by a real agent buffer."""
 
     def __init__(self, folder: Path, records: int, batch: int) -> None:
+        self.records = records
         ca_key, self.ca_cert = identity.make_ca("bench CA")
         self.key = identity.new_signing_key()
         cert = identity.certify_signing_key(ca_key, self.ca_cert, VEHICLE, "vehicle",
@@ -144,9 +146,8 @@ def _ingest(fleet: Fleet, folder: Path, chain: bool, two_step: bool = False) -> 
             ingest.handle(topic, payload)
         if chain:
             verifier = ChainVerifier(store, fleet.ca_file, fleet.keyring)
-            while verifier.run_once() or store._read(
-                "SELECT count(*) FROM checkpoints WHERE state = 'new'")[0][0]:
-                pass
+            seq = verified_seq(store, verifier, VEHICLE, fleet.agent)
+            assert seq == fleet.records, f"verified up to seq {seq} of {fleet.records}"
         seconds = time.perf_counter() - start
     bad = int(store._read("SELECT count(*) FROM integrity")[0][0])
     assert bad == 0, f"{bad} integrity events on genuine records"

@@ -2,7 +2,12 @@
 
     python -m bench.collector_ingest [--records 100000] [--batch 100] [--repeat 3] [--postgres DSN]
 
-The batches are queued in the broker for a persistent session first (``mosquitto_pub -l``, one
+The records are chained as an agent makes them (``prev``, the hash of the record before) and each
+batch carries the agent's signed checkpoint (issue 12), so the collector's cases do the whole
+ingest with verification on: every record hashed, its chain link stored, and the live chain
+verifier (:class:`collector.verifier.ChainVerifier`, running beside the ingest as in ``frota
+collector run``) checking every link and checkpoint; their clock stops when every record is
+stored AND verified. The batches are queued in the broker for a persistent session first (``mosquitto_pub -l``, one
 JSON payload per line, fewer than 65,535 messages: Mosquitto 2.0.11's ``mosquitto_pub -l`` at QoS 1 loses
 messages past 65,535 lines in one run, its message ids wrap), then the
 subscriber connects and drains them. Three subscribers drain the same backlog in the same run:
@@ -14,10 +19,13 @@ subscriber connects and drains them. Three subscribers drain the same backlog in
 - ``collector``: the collector's :class:`collector.ingest.Ingest` (decode, validate every record,
   store once with its keys and indexes, commit with ``synchronous=FULL``, publish the ack);
 - ``collector-normal``: the same with ``synchronous=NORMAL``;
-- ``collector, rules reading``: ``collector`` while another thread re-reads the whole store
-  (``collector.findings.stored_records``, the live rules' evaluator's read) every 0.5 s — far
-  more often than the evaluator does (after 1 s of quiet, at most 15 s apart): how much its reads
-  slow the ingest's commits.
+- ``collector FULL, live rules running``: ``collector`` with the live rules' evaluator running
+  beside it as in ``frota collector run`` (:class:`collector.findings.LiveFindings`, here at most
+  1 s apart instead of 15 s): how much the evaluations slow the ingest's commits.
+
+Beside each collector case into a store, the live rules' cost per arriving record: one
+evaluation (:meth:`LiveFindings.evaluate_now`, what the collector runs after a burst) of the
+records just drained, divided by their number.
 
 With ``--postgres DSN`` two more cases per round, each in a fresh schema: the PostgreSQL floor
 (the same bare subscriber, the payload in one row and its records' keys by ``COPY``) and the
@@ -39,27 +47,79 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as mqtt
 import psycopg
+from cryptography.hazmat.primitives.asymmetric import ed25519
 from paho.mqtt.enums import CallbackAPIVersion
 
-from bench.common import Figure, add_repeat, host_line, target
-from collector import registry as fleet
+from bench.common import Figure, add_repeat, host_line, target, verified_seq
 from collector.config import BrokerConfig
-from collector.findings import evaluate_store, stored_records
+from collector.findings import LiveFindings
 from collector.ingest import Ingest
-from collector.store import open_store
+from collector.store import Store, open_store
+from collector.verifier import ChainVerifier
 from frota.harness import Mosquitto
 from frota.harness.postgres import private_schema
+from protocols import identity
+from protocols.chain import GENESIS, record_hash, sign_checkpoint
+from protocols.keyring import entry_json, write_entries
 from protocols.records import ms_to_ts, ts_to_ms
 from protocols.uplink import UP_SUBSCRIPTION, encode_batch, up_topic
 
 VEHICLE = "ABC1D23"
 AGENT = "bench-agent"
 T0 = ts_to_ms("2026-03-02T00:00:00.000Z")
+
+
+@dataclass(frozen=True)
+class Trust:
+    """A fleet CA, the bus's certified key and the collector's keyring, in a folder."""
+
+    key: ed25519.Ed25519PrivateKey
+    ca_file: Path
+    keyring: Path
+
+
+def make_trust(folder: Path) -> Trust:
+    """The trust material of one bus (what ``frota provision`` makes, without the broker's)."""
+    ca_key, ca_cert = identity.make_ca("bench CA")
+    key = identity.new_signing_key()
+    cert = identity.certify_signing_key(ca_key, ca_cert, VEHICLE, "vehicle", key.public_key())
+    ca_file, keyring = folder / "ca.crt", folder / "keyring.json"
+    ca_file.write_bytes(identity.cert_pem(ca_cert))
+    write_entries(keyring, [entry_json(cert)])
+    return Trust(key, ca_file, keyring)
+
+
+def _batches(records: list[dict[str, Any]], size: int,
+             key: ed25519.Ed25519PrivateKey) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    """The records chained as the agent chains them (``prev``), in batches, each with the
+    checkpoint the agent signs at its last record."""
+    prev = GENESIS
+    hashes: list[str] = []
+    for rec in records:
+        rec["prev"] = prev
+        prev = record_hash(rec)
+        hashes.append(prev)
+    out = []
+    for start in range(0, len(records), size):
+        chunk = records[start : start + size]
+        last = start + len(chunk)
+        cp = sign_checkpoint(key, VEHICLE, AGENT, chunk[-1]["seq"], hashes[last - 1]).json()
+        out.append((chunk, cp))
+    return out
+
+
+def _verified(store: Store, verifier: ChainVerifier, total: int) -> None:
+    """Finish the verifier's work; every record verified, none failed."""
+    seq = verified_seq(store, verifier, VEHICLE, AGENT)
+    bad = store._read("SELECT count(*) FROM integrity")[0][0]
+    assert seq == total, f"verified up to seq {seq} of {total}"
+    assert int(bad) == 0, f"{bad} integrity events on genuine records"
 
 
 def _records(count: int) -> list[dict[str, Any]]:
@@ -144,8 +204,11 @@ def _floor(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: str) 
 
 
 def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: str,
-               reading: bool = False, url: str | None = None) -> float:
-    name = f"{sync}-reading" if reading else sync
+               trust: Trust, live: bool = False, url: str | None = None) -> tuple[float, float]:
+    """records/s of the collector's ingest with verification on (stored and verified), and the
+    seconds of one live rules' evaluation of the records drained (0 when ``live``: the
+    evaluator ran during the drain)."""
+    name = f"{sync}-live" if live else sync
     if url is not None:
         name = "postgresql"
     store = open_store(url or str(folder / f"collector-{name}.db"), synchronous=sync)
@@ -161,28 +224,38 @@ def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: s
 
     _queue_backlog(broker, lines, subscribe)
     ingest = Ingest(store, lambda: frozenset({VEHICLE}))
-    live = ingest.state.vehicle(VEHICLE)
-    stop = threading.Event()
-
-    def read_all() -> None:  # the live evaluator's reads, every 0.5 s
-        while not stop.wait(0.5):
-            for _ in stored_records(store):
-                pass
-
-    reader = threading.Thread(target=read_all, name="reader", daemon=True)
+    vehicle = ingest.state.vehicle(VEHICLE)
+    verifier = ChainVerifier(store, trust.ca_file, trust.keyring)  # every 2 s, as the collector
+    rules = LiveFindings(store, _registry(folder), max_delay_s=1.0)
     start = time.perf_counter()
     ingest.connect(config)
-    if reading:
-        reader.start()
-    _wait(lambda: live.stored + live.duplicates >= total)
+    verifier.start()
+    if live:
+        rules.start()
+    _wait(lambda: vehicle.stored + vehicle.duplicates >= total)
+    verifier.stop()
+    _verified(store, verifier, total)
     elapsed = time.perf_counter() - start
-    stop.set()
-    if reading:
-        reader.join()
+    if live:
+        rules.stop()
     ingest.close()
     assert store.count(VEHICLE) == total, store.count(VEHICLE)
+    evaluation = 0.0
+    if not live:
+        started = time.perf_counter()
+        rules.evaluate_now()
+        evaluation = time.perf_counter() - started
     store.close()
-    return total / elapsed
+    return total / elapsed, evaluation
+
+
+def _registry(folder: Path) -> Path:
+    path = folder / "fleet.json"
+    path.write_text(json.dumps({
+        "lines": [], "drivers": [],
+        "vehicles": [{"id": VEHICLE, "seats": 46, "capacity": 46}],
+    }))
+    return path
 
 
 @contextmanager
@@ -241,30 +314,14 @@ def _floor_pg(broker: Mosquitto, lines: Path, total: int, dsn: str) -> float:
     return total / elapsed
 
 
-def _live_rules(database: Path, folder: Path) -> float:
-    """Seconds of one live evaluation of the store just drained (what the collector's live rules
-    do after a burst: :func:`collector.findings.evaluate_store`, judged now)."""
-    registry_path = folder / "fleet.json"
-    registry_path.write_text(json.dumps({
-        "lines": [], "drivers": [],
-        "vehicles": [{"id": VEHICLE, "seats": 46, "capacity": 46}],
-    }))
-    store = open_store(str(database), create=False)
-    try:
-        start = time.perf_counter()
-        evaluate_store(store, fleet.load(registry_path), time.time_ns() // 1_000_000)
-        return time.perf_counter() - start
-    finally:
-        store.close()
-
-
-def _handle_only(payloads: list[bytes], total: int, folder: Path) -> float:
+def _handle_only(payloads: list[bytes], total: int, folder: Path, trust: Trust) -> float:
     store = open_store(str(folder / "handle.db"))
     ingest = Ingest(store, lambda: frozenset({VEHICLE}))
     topic = up_topic(VEHICLE)
     start = time.perf_counter()
     for payload in payloads:
         ingest.handle(topic, payload)
+    _verified(store, ChainVerifier(store, trust.ca_file, trust.keyring), total)
     elapsed = time.perf_counter() - start
     store.close()
     return total / elapsed
@@ -281,22 +338,26 @@ def main() -> None:
     add_repeat(parser)
     args = parser.parse_args()
     records = _records(args.records)
-    batches = [records[i : i + args.batch] for i in range(0, len(records), args.batch)]
-    if len(batches) >= 65_535:
-        raise SystemExit("keep the run under 65,535 messages (mosquitto_pub -l wraps its message ids past that)")
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        trust = make_trust(folder)
+        batches = _batches(records, args.batch, trust.key)
+        if len(batches) >= 65_535:
+            raise SystemExit("keep the run under 65,535 messages (mosquitto_pub -l wraps its "
+                             "message ids past that)")
         lines = folder / "payloads.jsonl"
         with lines.open("wb") as out:
-            for batch in batches:
-                out.write(encode_batch(VEHICLE, AGENT, batch, compress=False) + b"\n")
-        zstd = [encode_batch(VEHICLE, AGENT, b) for b in batches]
-        cases: tuple[str, ...] = ("floor FULL", "floor NORMAL", "collector FULL", "collector NORMAL",
-                 "collector FULL, rules reading", "Ingest.handle only")
+            for chunk, cp in batches:
+                out.write(encode_batch(VEHICLE, AGENT, chunk, compress=False, checkpoint=cp)
+                          + b"\n")
+        zstd = [encode_batch(VEHICLE, AGENT, chunk, checkpoint=cp) for chunk, cp in batches]
+        cases: tuple[str, ...] = ("floor FULL", "floor NORMAL", "collector FULL",
+                                  "collector NORMAL", "collector FULL, live rules running",
+                                  "Ingest.handle only")
         if args.postgres:
             cases += ("floor PostgreSQL (COPY)", "collector PostgreSQL")
         rates: dict[str, list[float]] = {name: [] for name in cases}
-        live_s: list[float] = []
+        live_s: dict[str, list[float]] = {"collector FULL": [], "collector PostgreSQL": []}
         n = len(records)
         for run in range(args.repeat):
             # a fresh broker and fresh databases each round, so no run inherits another's state;
@@ -308,14 +369,16 @@ def main() -> None:
             try:
                 rates["floor FULL"].append(_floor(broker, lines, n, round_dir, "full"))
                 rates["floor NORMAL"].append(_floor(broker, lines, n, round_dir, "normal"))
-                rates["collector FULL"].append(_collector(broker, lines, n, round_dir, "full"))
-                live_s.append(_live_rules(round_dir / "collector-full.db", round_dir))
-                rates["collector NORMAL"].append(_collector(broker, lines, n, round_dir, "normal"))
-                rates["collector FULL, rules reading"].append(
-                    _collector(broker, lines, n, round_dir, "full", reading=True))
+                rate, evaluation = _collector(broker, lines, n, round_dir, "full", trust)
+                rates["collector FULL"].append(rate)
+                live_s["collector FULL"].append(evaluation)
+                rates["collector NORMAL"].append(
+                    _collector(broker, lines, n, round_dir, "normal", trust)[0])
+                rates["collector FULL, live rules running"].append(
+                    _collector(broker, lines, n, round_dir, "full", trust, live=True)[0])
             finally:
                 broker.stop()
-            rates["Ingest.handle only"].append(_handle_only(zstd, n, round_dir))
+            rates["Ingest.handle only"].append(_handle_only(zstd, n, round_dir, trust))
             if args.postgres:
                 broker = Mosquitto(round_dir / "pg")
                 broker.start()
@@ -323,33 +386,36 @@ def main() -> None:
                     with _pg_schema(args.postgres) as dsn:
                         rates["floor PostgreSQL (COPY)"].append(_floor_pg(broker, lines, n, dsn))
                     with _pg_schema(args.postgres) as dsn:
-                        rates["collector PostgreSQL"].append(
-                            _collector(broker, lines, n, round_dir, "full", url=dsn))
+                        rate, evaluation = _collector(broker, lines, n, round_dir, "full", trust,
+                                                      url=dsn)
+                        rates["collector PostgreSQL"].append(rate)
+                        live_s["collector PostgreSQL"].append(evaluation)
                 finally:
                     broker.stop()
     figures = {name: Figure(tuple(r)) for name, r in rates.items()}
-    print(f"backlog of {n} records in {len(batches)} batches of {args.batch}; {args.repeat} "
-          "interleaved rounds, records/s median (spread), ratio to the floor of the same "
-          "durability round by round")
+    print(f"backlog of {n} chained records in {len(batches)} batches of {args.batch}, each with "
+          f"a signed checkpoint; {args.repeat} interleaved rounds, records/s median (spread), "
+          "ratio to the floor of the same backend and durability round by round")
     print("floor: a bare paho subscriber, json.loads, the payload stored as received plus its "
-          "records' keys (executemany), one transaction per message")
+          "records' keys (SQLite: executemany; PostgreSQL: COPY), one transaction per message")
+    print("collector: decode, validate, hash and store every record with its chain link, the "
+          "chain verifier checking every link and checkpoint (clock stops when all are stored "
+          "and verified)")
     for name, fig in figures.items():
         floor = figures["floor NORMAL" if "NORMAL" in name else
                         "floor PostgreSQL (COPY)" if "PostgreSQL" in name else "floor FULL"]
         ratio = fig.ratio(floor)
-        line = f"  {name:<30} {fig.show()} records/s"
+        line = f"  {name:<36} {fig.show()} records/s"
         if not name.startswith("floor"):
             line += f"  {ratio.show('{:.2f}')}x floor"
-        if name in ("collector FULL", "collector PostgreSQL"):
-            line += (f"  (issue 16 target >= 0.5x: {target(ratio.median >= 0.5)}; measured without "
-                     "signature verification, which the ingest does not do yet)")
+        if name in live_s:
+            line += f"  (issue 16 target >= 0.5x: {target(ratio.median >= 0.5)})"
         print(line)
-        if name == "collector FULL":
-            per_record = Figure(tuple(live_s)).scaled(1e6 / n)
-            print(f"  {'':<30} live rules: one evaluation after the burst "
-                  f"{Figure(tuple(live_s)).show('{:.2f}')} s = {per_record.show('{:.1f}')} µs per "
-                  "arriving record (today they re-read the whole store: this grows with the store, "
-                  "not with what arrived — issue 16 item 1)")
+        if name in live_s:
+            seconds = Figure(tuple(live_s[name]))
+            print(f"  {'':<36} live rules: one evaluation of the {n:,} records drained "
+                  f"{seconds.show('{:.2f}')} s = {seconds.scaled(1e6 / n).show('{:.1f}')} µs "
+                  "per arriving record")
     print(host_line())
 
 

@@ -10,9 +10,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from frota.harness import CollectorProcess, write_collector_files
+
+if TYPE_CHECKING:
+    from collector.store import Store
+    from collector.verifier import ChainVerifier
 
 #: The fewest repeats a benchmark may print a figure from.
 MIN_REPEAT: Final = 3
@@ -124,3 +128,21 @@ def collector_in(folder: Path, broker_url: str, vehicles: Sequence[str]) -> tupl
     }
     config, port = write_collector_files(folder, broker_url, fleet, client_id="bench-collector")
     return CollectorProcess(config, port), folder / "collector.db"
+
+
+def verified_seq(store: Store, verifier: ChainVerifier, vehicle: str, agent: str) -> int:
+    """Run the verifier's passes until it has nothing left to do (each pass walks at most
+    ``verifier.PAGE`` links per agent): every link walked, every checkpoint checked. The seq up
+    to which the chain of (vehicle, agent) is verified."""
+    def verified() -> int:
+        rows = store._read("SELECT seq FROM chain_state WHERE vehicle = ? AND agent = ?",
+                           (vehicle, agent))
+        return int(rows[0][0]) if rows else 0
+
+    seq = -1
+    while True:
+        verifier.run_once()
+        pending = store._read("SELECT count(*) FROM checkpoints WHERE state = 'new'")[0][0]
+        if not pending and verified() == seq:
+            return seq
+        seq = verified()

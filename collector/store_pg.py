@@ -113,8 +113,11 @@ class PostgresStore(Store):
 
     def _executemany(self, tx: Any, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
         cur: psycopg.Cursor[Any] = tx
+        if len(rows) == 1:  # one round trip (executemany enters and leaves pipeline mode)
+            cur.execute(_pg(sql), rows[0])
+            return max(cur.rowcount, 0)
         bulk = _BULK.get(sql)
-        if bulk is not None and len(rows) > 1:
+        if bulk is not None:
             cur.execute(bulk, [list(column) for column in zip(*rows, strict=True)])
         else:
             cur.executemany(_pg(sql), rows)
