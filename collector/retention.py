@@ -12,7 +12,9 @@
 - A legal hold (``collector/holds.py``) keeps its vehicle's period whatever its age.
 - :func:`prune` deletes in short transactions of at most ``batch_rows`` records each (the ingest
   waits at most one batch), marks each pruned record's chain link ``pruned`` (its hash stays, so
-  ``frota verify`` still walks the chain) and logs every run in ``prunes``. The store refuses any
+  ``frota verify`` still walks the chain) and logs every run in ``prunes``. A compacted day
+  (collector/store_disc.py) past the period goes whole, one per transaction (its row deleted,
+  its records' links marked); one a hold overlaps is kept whole. The store refuses any
   other DELETE of records (a trigger, migration ``008_retention``).
 - With several collectors on one PostgreSQL store, one prune at a time: an advisory lock.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Final
 
+from collector import store_disc
 from collector.registry import Registry
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
 from collector.store import Store
@@ -140,18 +143,39 @@ _HELD = ("EXISTS (SELECT 1 FROM holds h WHERE h.vehicle = records.vehicle AND "
          "h.released_ms IS NULL AND records.ts_ms >= h.since_ms AND records.ts_ms < h.until_ms)")
 
 
+def _disc_held(store: Store, day: store_disc.DiscDay) -> bool:
+    """Whether an active hold overlaps a compacted day (the day is then kept whole)."""
+    return bool(store._read(
+        "SELECT 1 FROM holds WHERE vehicle = ? AND released_ms IS NULL AND since_ms <= ? "
+        "AND until_ms > ?", (day.vehicle, day.last_ms, day.first_ms)))
+
+
 def _prune_vehicle(store: Store, vehicle: str, before_ms: int, batch_rows: int, dry_run: bool,
                    pause_s: float) -> tuple[int, int]:
     """Delete the vehicle's unheld records with ts < ``before_ms``; (deleted, held)."""
     held = int(store._read(
         f"SELECT count(*) FROM records WHERE vehicle = ? AND ts_ms < ? AND {_HELD}",
         (vehicle, before_ms))[0][0])
+    days = [d for d in store_disc.days(store, vehicle, None, before_ms) if d.last_ms < before_ms]
+    held_days = [d for d in days if _disc_held(store, d)]
+    held += sum(d.records for d in held_days)
+    days = [d for d in days if d not in held_days]
     if dry_run:
         count = int(store._read(
             f"SELECT count(*) FROM records WHERE vehicle = ? AND ts_ms < ? AND NOT {_HELD}",
             (vehicle, before_ms))[0][0])
-        return count, held
+        return count + sum(d.records for d in days), held
     deleted = 0
+    for day in days:   # a compacted day goes whole: its row, its records' links marked pruned
+        with _gate(store) as tx:
+            packed = store_disc.day_rows(store, day, query=True)
+            store._executemany(
+                tx, "UPDATE links SET state = 'pruned' WHERE vehicle = ? AND agent = ? "
+                "AND seq = ? AND state = 'stored'", [(vehicle, r.agent, r.seq) for r in packed])
+            store._executemany(tx, "DELETE FROM disc_days WHERE vehicle = ? AND day = ?",
+                               [(vehicle, day.day)])
+        deleted += len(packed)
+        time.sleep(pause_s)
     while True:
         with _gate(store) as tx:
             rows = store._query(

@@ -27,10 +27,14 @@ from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+import orjson
+
+from collector import store_disc
 from collector.registry import Registry
 from collector.retention import RULE, cutoff_ms, local_day, vehicle_profile
 from collector.rules.profile import DEFAULT_PROFILE, Profile
 from collector.store import Store
+from collector.store_disc import DayRow
 from protocols.records import ms_to_ts
 
 HOUR_MS: Final = 3_600_000
@@ -78,9 +82,11 @@ Gap = tuple[str, int, int | None, dict[str, Any]]
 
 
 def _gaps(store: Store, vehicle: str, since: int, profile: Profile) -> Iterator[Gap]:
-    yield from _seq_gaps(store, vehicle, since)
-    yield from _frame_gaps(store, vehicle, since)
-    yield from _silent_hours(store, vehicle, since, profile)
+    # the compacted days' records inside the period (collector/store_disc.py), as rows
+    packed = list(store_disc.vehicle_rows(store, vehicle, since))
+    yield from _seq_gaps(store, vehicle, since, packed)
+    yield from _frame_gaps(store, vehicle, since, packed)
+    yield from _silent_hours(store, vehicle, since, profile, packed)
     for before_ms, deleted, done_ms in store._read(
             "SELECT before_ms, deleted, done_ms FROM prunes WHERE vehicle = ? AND before_ms > ?",
             (vehicle, since)):
@@ -89,7 +95,7 @@ def _gaps(store: Store, vehicle: str, since: int, profile: Profile) -> Iterator[
                        f"{ms_to_ts(int(done_ms))}, inside the minimum"})
 
 
-def _seq_gaps(store: Store, vehicle: str, since: int) -> Iterator[Gap]:
+def _seq_gaps(store: Store, vehicle: str, since: int, packed: list[DayRow]) -> Iterator[Gap]:
     kept = {(str(a), int(s)) for a, s in store._read(
         "SELECT agent, seq FROM links WHERE vehicle = ? AND state IN ('frame', 'conflict')",
         (vehicle,))}
@@ -100,6 +106,9 @@ def _seq_gaps(store: Store, vehicle: str, since: int) -> Iterator[Gap]:
             "SELECT agent, seq, ts_ms FROM records WHERE vehicle = ? AND agent <> ? "
             "AND ts_ms >= ? ORDER BY agent, seq", (vehicle, OPERATOR, since)):
         by_agent.setdefault(str(agent), []).append((int(seq), int(ts_ms)))
+    for row in packed:
+        if row.agent != OPERATOR:
+            by_agent.setdefault(row.agent, []).append((row.seq, row.ts_ms))
     for agent, rows in by_agent.items():
         present = dict(rows)
         for seq in (s for a, s in kept if a == agent):
@@ -109,7 +118,7 @@ def _seq_gaps(store: Store, vehicle: str, since: int) -> Iterator[Gap]:
         if first > 1 and (agent, first - 1) not in pruned:
             older = store._read("SELECT count(*) FROM records WHERE vehicle = ? AND agent = ? "
                                 "AND seq < ?", (vehicle, agent, first))
-            if int(older[0][0]) == 0:
+            if int(older[0][0]) == 0 and not _packed_before(store, vehicle, agent, first, since):
                 ts = present[first] if present[first] >= 0 else since
                 yield ("short_history", since, ts,
                        {"agent": agent, "gap": f"seq 1-{first - 1} missing: the oldest record "
@@ -123,13 +132,22 @@ def _seq_gaps(store: Store, vehicle: str, since: int) -> Iterator[Gap]:
                 yield ("seq_gap", start, end, {"agent": agent, "gap": f"{what} missing"})
 
 
-def _frame_gaps(store: Store, vehicle: str, since: int) -> Iterator[Gap]:
+def _packed_before(store: Store, vehicle: str, agent: str, seq: int, since: int) -> bool:
+    """Whether a compacted day before ``since`` holds a record of the agent before ``seq``."""
+    return any(r.agent == agent and r.seq < seq
+               for r in store_disc.vehicle_rows(store, vehicle, None, since))
+
+
+def _frame_gaps(store: Store, vehicle: str, since: int, packed: list[DayRow]) -> Iterator[Gap]:
     previous: tuple[int, int] | None = None
-    for device_seq, ts_ms in store._read(
+    earliest: dict[int, int] = {}
+    for device_seq, ts_ms in [*store._read(
             "SELECT device_seq, min(ts_ms) FROM records WHERE vehicle = ? AND ts_ms >= ? "
-            "AND device_seq IS NOT NULL GROUP BY device_seq ORDER BY min(ts_ms), device_seq",
-            (vehicle, since)):
+            "AND device_seq IS NOT NULL GROUP BY device_seq", (vehicle, since)),
+            *((r.device_seq, r.ts_ms) for r in packed if r.device_seq is not None)]:
         number, at = int(device_seq), int(ts_ms)
+        earliest[number] = min(at, earliest.get(number, at))
+    for number, at in sorted(earliest.items(), key=lambda item: (item[1], item[0])):
         if previous is not None and number > previous[0] + 1:
             first, last = previous[0] + 1, number - 1
             what = f"frame {first}" if first == last else f"frames {first}-{last}"
@@ -138,18 +156,26 @@ def _frame_gaps(store: Store, vehicle: str, since: int) -> Iterator[Gap]:
         previous = (number, at)
 
 
-def _silent_hours(store: Store, vehicle: str, since: int, profile: Profile) -> Iterator[Gap]:
+def _silent_hours(store: Store, vehicle: str, since: int, profile: Profile,
+                  packed: list[DayRow]) -> Iterator[Gap]:
     framed = {int(h) for (h,) in store._read(
         "SELECT DISTINCT ts_ms / 3600000 FROM records WHERE vehicle = ? AND ts_ms >= ? "
         "AND device_seq IS NOT NULL", (vehicle, since))}
+    framed |= {r.ts_ms // HOUR_MS for r in packed if r.device_seq is not None}
     if not framed:
         return  # no registrador records in the store: nothing to miss (e.g. an FMS bus)
     equipment = profile.rules.get("equipment.registrador")
     moving = float(equipment.params.moving_gps_kmh) if equipment is not None else 5.0
     kmh = store.json_number_sql.format(field="kmh")
-    hours = sorted({int(h) for (h,) in store._read(
+    moved = {int(h) for (h,) in store._read(
         f"SELECT DISTINCT ts_ms / 3600000 FROM records WHERE vehicle = ? AND ts_ms >= ? "
-        f"AND kind = 'position' AND {kmh} >= ?", (vehicle, since, moving))} - framed)
+        f"AND kind = 'position' AND {kmh} >= ?", (vehicle, since, moving))}
+    for row in packed:
+        if row.kind == "position" and row.ts_ms // HOUR_MS not in moved:
+            speed = orjson.loads(row.text).get("kmh")
+            if isinstance(speed, int | float) and speed >= moving:
+                moved.add(row.ts_ms // HOUR_MS)
+    hours = sorted(moved - framed)
     run: list[int] = []
     for hour in [*hours, None]:
         if hour is not None and (not run or hour == run[-1] + 1):

@@ -259,3 +259,38 @@ def test_frames_pruned_around_a_hold_are_not_missing_for_verify(
         assert frames == []      # 1-2 before, 4 between the held frame and the kept ones: pruned
     finally:
         opened.close()
+
+
+def test_prune_of_compacted_days_keeps_the_same_records(store: Store,
+                                                        fleet: registry.Registry) -> None:
+    from collector import compaction, store_disc
+
+    # every local day older than 2 days is compacted: all but seq 7 (yesterday); seqs 3 and 4
+    # share local day 2025-11-30
+    done = compaction.compact(store, fleet, load_profiles(), now_ms=NOW, pause_s=0)
+    assert len(done) == 5 + 3   # SP: 5 local days (seqs 3 and 4 on one); TO: 3
+    assert [d.day for d in store_disc.days(store, SP_BUS)] == [
+        "2025-10-26", "2025-10-27", "2025-11-30", "2025-12-01", "2025-12-02"]
+    assert retention.prune(store, fleet, load_profiles(), None, now_ms=NOW,
+                           dry_run=True)[0].deleted == 4
+    pruned = retention.prune(store, fleet, load_profiles(), None, now_ms=NOW, pause_s=0)
+    assert _seqs(store, SP_BUS) == [s for s, _, kept, _ in SP_RECORDS if kept]
+    assert _seqs(store, TO_BUS) == [s for s, _, kept in TO_RECORDS if kept]
+    assert {p.vehicle: p.deleted for p in pruned} == {SP_BUS: 4, TO_BUS: 1}
+    assert [d.day for d in store_disc.days(store, SP_BUS)] == ["2025-12-01", "2025-12-02"]
+    states = {(v, int(s)): st for v, s, st in store._read(
+        "SELECT vehicle, seq, state FROM links")}
+    assert [states[(SP_BUS, s)] for s, _, _, _ in SP_RECORDS] == [
+        "pruned", "pruned", "pruned", "pruned", "stored", "stored", "stored"]
+
+
+def test_a_hold_keeps_a_compacted_day_whole(store: Store, fleet: registry.Registry) -> None:
+    from collector import compaction
+
+    compaction.compact(store, fleet, load_profiles(), now_ms=NOW, pause_s=0)
+    holds.add(store, SP_BUS, ts_to_ms("2025-11-30T00:00:00Z"), ts_to_ms("2025-12-01T00:00:00Z"),
+              "acidente BR-116, processo 123", "ana", NOW)
+    done = retention.prune(store, fleet, load_profiles(), None, now_ms=NOW, pause_s=0)
+    # the hold covers seq 3; its compacted day (local 2025-11-30) holds seq 4 too: kept whole
+    assert _seqs(store, SP_BUS) == [3, 4, 5, 6, 7]
+    assert {p.vehicle: p.held for p in done}[SP_BUS] == 2

@@ -110,3 +110,22 @@ def test_records_pruned_past_the_minimum_are_no_finding(store: Store, tmp_path: 
     retention.prune(store, fleet, load_profiles(), None, now_ms=NOW)
     assert [json.loads(t)["seq"] for t in store.records(BUS)] == [2, 3]
     assert _gaps(store, fleet) == []
+
+
+def test_the_same_findings_from_compacted_days(store: Store, tmp_path: Path) -> None:
+    from collector import compaction, store_disc
+
+    fleet = _fleet(tmp_path)
+    _put(store, _day("a1", OLD, 1))
+    _put(store, _day("a1", DAY, 11))
+    _put(store, [_position("a1", 21, ts_to_ms("2026-11-21T13:10:00Z")),
+                 _position("a1", 22, ts_to_ms("2026-11-21T14:20:00Z"))])
+    _put(store, [_speed("b1", s, ts_to_ms("2026-11-25T12:00:00Z") + s * MINUTE)
+                 for s in (5, 6, 7)])
+    before = _gaps(store, fleet)
+    assert len(before) == 4
+    compaction.compact(store, fleet, load_profiles(), now_ms=NOW, pause_s=0)
+    # every day compacted (the newest, 2026-11-25, is 6 days old)
+    assert int(store._read("SELECT count(*) FROM records")[0][0]) == 0
+    assert len(store_disc.days(store, BUS)) == 4
+    assert _gaps(store, fleet) == before
