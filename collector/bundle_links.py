@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
+from collector import store_disc
 from collector.store import Store
 
 #: The most links one bundle carries; beyond, the rest show as gaps (and the summary says so).
@@ -33,12 +36,26 @@ def outside_links(store: Store, vehicle: str, chains: list[dict[str, Any]],
             "r.vehicle = l.vehicle AND r.agent = l.agent AND r.seq = l.seq WHERE l.vehicle = ? "
             "AND l.agent = ? AND l.seq > ? AND l.seq < ? ORDER BY l.seq",
             (vehicle, agent, first, last))
+        packed = _packed_times(store, vehicle, agent, {
+            int(r[0]) for r in rows if r[4] is None and r[3] == "stored" and int(r[0]) not in have})
         for seq, digest, prev, state, ts in rows:
             if int(seq) in have:
                 continue
+            when = packed.get(int(seq)) if ts is None else str(ts)
             out.append({"agent": agent, "seq": int(seq), "hash": str(digest),
                         "prev": None if prev is None else str(prev), "state": str(state),
-                        "ts": None if ts is None else str(ts)})
+                        "ts": when})
             if len(out) >= MAX_LINKS:
                 return out
     return out
+
+
+def _packed_times(store: Store, vehicle: str, agent: str, seqs: set[int]) -> dict[int, str]:
+    """The ``ts`` of stored records of ``seqs`` that are in compacted days (not rows)."""
+    if not seqs:
+        return {}
+    found: dict[int, str] = {}
+    for row in store_disc.vehicle_rows(store, vehicle):
+        if row.agent == agent and row.seq in seqs:
+            found[row.seq] = str(orjson.loads(row.text)["ts"])
+    return found

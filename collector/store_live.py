@@ -45,6 +45,10 @@ def arrived(store: Store, after_id: int, page: int = 10_000) -> Arrived:
     """What arrived after row ``after_id``: a range of the primary key read page by page and
     summed up here (a GROUP BY vehicle would let SQLite walk a vehicle index, i.e. the store)."""
     earliest: dict[str, int] = {}
+    if after_id == 0:   # from the beginning: the compacted days too (collector/store_disc.py)
+        for vehicle, first in store._read("SELECT vehicle, min(first_ms) FROM disc_days "
+                                          "GROUP BY vehicle"):
+            earliest[str(vehicle)] = int(first)
     newest = after_id
     while True:
         rows = store._read("SELECT id, vehicle, ts_ms FROM records WHERE id > ? ORDER BY id "

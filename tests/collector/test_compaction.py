@@ -238,3 +238,43 @@ def test_compact_command(store_url: str, tmp_path: Path,
     assert f"{BUS} 2026-11-27: compacted 16 records" in capsys.readouterr().out
     assert main(["collector", "compact", "--config", str(config), "--older-than-days", "0"]) == 1
     assert "--older-than-days: at least 1" in capsys.readouterr().err
+
+
+def test_a_bundle_names_the_time_of_outside_records_in_compacted_days(store: Store,
+                                                                        tmp_path: Path) -> None:
+    from collector.bundle_links import outside_links
+
+    key, _ = _signed(tmp_path)
+    records = _records()
+    _ingest(store, records, key)
+    chains = [{"agent": AGENT, "first_seq": 1, "last_seq": 40}]
+    present = {AGENT: set(range(1, 41)) - {10, 20, 35}}   # three seqs outside the period
+    before = outside_links(store, BUS, chains, present)
+    assert [(o["seq"], o["ts"]) for o in before] == [
+        (s, records[s - 1]["ts"]) for s in (10, 20, 35)]
+    _compact(store)
+    assert outside_links(store, BUS, chains, present) == before
+
+
+@pytest.mark.parametrize("name", ["ba-night"])
+def test_live_findings_are_unchanged_after_compaction(name: str, store: Store) -> None:
+    from collector import store_live
+    from tests.collector.test_live_rules import _live, _scenario
+
+    recs, registry = _scenario(name)
+    store.put([record_row(r, 0) for r in recs])
+    last = max(ts_to_ms(r["ts"]) for r in recs)
+    live = _live(store, registry)
+    live.evaluate(last, last)
+    before = sorted(store.findings()[0])
+    assert before
+    # three days later every day of the scenario is compacted
+    done = compaction.compact(store, None, load_profiles(), now_ms=last + 3 * 86_400_000,
+                              pause_s=0)
+    assert sum(d.records for d in done) == len(recs)
+    assert int(store._read("SELECT count(*) FROM records")[0][0]) == 0
+    live.evaluate(last, last)          # nothing arrived: the same findings
+    assert sorted(store.findings()[0]) == before
+    store_live.reset(store, live.fingerprint)   # the whole store replayed, from compacted days
+    live.evaluate(last, last)
+    assert sorted(store.findings()[0]) == before
