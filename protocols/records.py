@@ -137,8 +137,16 @@ def _fast_ts_ms(rec: dict[str, Any]) -> int | None:
     without a call per field: it runs for nearly every record ``frota check`` reads."""
     get = rec.get
     vehicle = get("vehicle")
-    if type(vehicle) is not str or "raw" in rec:
+    if type(vehicle) is not str:
         return None
+    raw = get("raw")  # the registrador's speed records carry their frame
+    if raw is not None:
+        if type(raw) is not str:
+            return None
+        try:
+            bytes.fromhex(raw)  # what the full check accepts, whitespace between bytes included
+        except ValueError:
+            return None
     if vehicle not in _VEHICLE_MEMO:
         if not is_vehicle_id(vehicle):
             return None

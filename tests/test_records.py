@@ -192,7 +192,8 @@ _VALUES = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 5), st.integers(MAX_SAFE_INT - 1, MAX_SAFE_INT + 1),
     st.floats(-500, 2500), st.sampled_from([float("nan"), float("inf"), -0.0, 400.0, 400.01]),
     st.text(max_size=3), st.sampled_from(["2026-03-02T14:10:00.000Z", "2026-03-02T14:10:00Z",
-                                          "2026-13-02T14:10:00.000Z", "V", "0a", "zz"]),
+                                          "2026-13-02T14:10:00.000Z", "V", "0a", "zz",
+                                          "aa5529", "aa 55", "a", "aa55\n"]),
 )
 _KEYS = st.sampled_from(["vehicle", "ts", "kind", "agent", "seq", "device_seq", "raw", "kmh",
                          "odometer_m", "ignition", "lat", "lon", "course"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,27 @@ def test_a_batch_is_stored_in_its_order_and_skips_what_it_repeats(store: Store) 
     assert all(row[6] is None and row[8] is None for row in rows)  # no device_seq, no raw
     assert store.put(rows) == 4
     assert [json.loads(text)["seq"] for _, text in store.records_after(0)] == [2, 5, 3, 4, 1]
+
+
+def test_links_move_to_a_table_clustered_on_their_key_with_every_row(tmp_path: Path) -> None:
+    # A database from before 013_links_without_rowid: links as a rowid table, with rows.
+    path = tmp_path / "old.db"
+    open_store(str(path)).close()
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        "DROP TABLE links; CREATE TABLE links (vehicle TEXT NOT NULL, agent TEXT NOT NULL, "
+        "seq BIGINT NOT NULL, hash TEXT NOT NULL, prev TEXT, state TEXT NOT NULL, "
+        "received_ms BIGINT NOT NULL, PRIMARY KEY (vehicle, agent, seq));"
+        "DELETE FROM migrations WHERE name = '013_links_without_rowid';")
+    rows = [(V1, "a1", 1, "1" * 64, "0" * 64, "stored", T0),
+            (V1, "a1", 2, "2" * 64, None, "rejected", T0 + 1)]
+    conn.executemany("INSERT INTO links VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+    conn.commit()
+    conn.close()
+    store = open_store(str(path))
+    try:
+        assert store._read("SELECT * FROM links ORDER BY seq") == rows
+        (sql,) = store._read("SELECT sql FROM sqlite_master WHERE name = 'links'")[0]
+        assert "WITHOUT ROWID" in sql
+    finally:
+        store.close()
