@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,8 @@ def register(subparsers: Any) -> None:
         "provision",
         help="a fleet's trust material: CA, broker config, keys and credentials",
         description="Make a fleet's trust material in a folder: a fleet CA, a Mosquitto "
-        "configuration (TLS, no anonymous access, password file, ACL), collector and bus keys "
+        "configuration (TLS, no anonymous access, logins and ACLs in the dynamic security "
+        "plugin's file, which checks subscriptions too), collector and bus keys "
         "certified by the CA, broker credentials, ready configuration files. See docs/trust.md.",
     )
     sub = parser.add_subparsers(dest="provision_command", metavar="SUBCOMMAND")
@@ -38,6 +40,14 @@ def register(subparsers: Any) -> None:
                       "DIR/registry.json to fill in)")
     init.add_argument("--collector", default="main", metavar="NAME",
                       help="the first collector's name (default main)")
+    access = init.add_mutually_exclusive_group()
+    access.add_argument("--dynsec-plugin", type=Path, metavar="PATH",
+                        help="Mosquitto's dynamic security plugin on the broker's machine "
+                        "(default: the one installed here, e.g. /usr/lib/x86_64-linux-gnu/"
+                        "mosquitto_dynamic_security.so; arm64: /usr/lib/aarch64-linux-gnu/...)")
+    access.add_argument("--acl-file", action="store_true",
+                        help="a password file and ACL file instead of the plugin: a bus can then "
+                        "subscribe to other buses' topics (docs/deployment.md)")
     init.set_defaults(func=_init)
 
     col = sub.add_parser("collector", help="add a collector process",
@@ -60,7 +70,7 @@ def register(subparsers: Any) -> None:
     rev = sub.add_parser("revoke", help="withdraw a bus",
                          description="Withdraw a bus: its broker login and ACL lines are removed "
                          "and its keys marked revoked in the keyring (kept, so its older records "
-                         "still verify). Reload the broker afterwards (SIGHUP).")
+                         "still verify). Restart the broker afterwards (SIGHUP with --acl-file).")
     rev.add_argument("dir", metavar="DIR", type=Path)
     rev.add_argument("vehicle", metavar="ID")
     rev.set_defaults(func=_revoke)
@@ -77,15 +87,24 @@ def _fleet(folder: Path) -> Any:
 
 def _run(action: Any) -> Any:
     from frota.provision.broker import BrokerFileError
+    from frota.provision.dynsec import DynsecError
     from frota.provision.fleet import ProvisionError
     from protocols.identity import IdentityError
 
     try:
         return action()
-    except (ProvisionError, BrokerFileError, IdentityError) as err:
+    except (ProvisionError, BrokerFileError, DynsecError, IdentityError) as err:
         raise UserError(str(err)) from err
     except OSError as err:
         raise UserError(f"{err.filename or 'file'}: {err.strerror}") from err
+
+
+def _apply(state: Any) -> str:
+    """How the running broker takes a change (docs/trust.md)."""
+    if state.dynsec_plugin is None:
+        return "reload the broker (SIGHUP)"
+    return ("restart the broker (systemctl restart mosquitto: Mosquitto 2.0 reads the dynamic "
+            "security file only when it starts)")
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -94,8 +113,13 @@ def _init(args: argparse.Namespace) -> int:
     made = _run(lambda: fleet.init(
         args.dir, hosts=args.host or ["localhost", "127.0.0.1"], port=args.port, bind=args.bind,
         broker_user=args.broker_user, registry=args.registry, collector=args.collector,
+        dynsec_plugin=args.dynsec_plugin, acl_file=args.acl_file,
     ))
     print(f"fleet provisioned in {made.folder}")
+    if made.dynsec_plugin is None and not args.acl_file:
+        print("warning: Mosquitto's dynamic security plugin was not found (give --dynsec-plugin "
+              "PATH): the broker uses a password file and ACL file, which cannot refuse a bus's "
+              "subscriptions (docs/deployment.md)", file=sys.stderr)
     print(f"  broker:    mosquitto -c {made.mosquitto / 'mosquitto.conf'}  ({made.broker_url})")
     print(f"  collector: frota collector run --config {made.folder / 'collector.toml'}")
     print(f"  registry:  {made.registry}")
@@ -109,7 +133,7 @@ def _collector(args: argparse.Namespace) -> int:
     state = _fleet(args.dir)
     path = _run(lambda: fleet.add_collector(state, args.name))
     print(f"collector {args.name!r}: frota collector run --config {path}")
-    print("reload the broker to let it log in (SIGHUP)")
+    print(f"{_apply(state)} to let it log in")
     return 0
 
 
@@ -120,7 +144,7 @@ def _vehicle(args: argparse.Namespace) -> int:
     path = _run(lambda: fleet.add_vehicle(state, args.vehicle, args.buffer))
     print(f"vehicle {args.vehicle}: copy {path.parent} to the bus as /etc/frota "
           f"(frota agent run --config /etc/frota/agent.toml)")
-    print("reload the broker to let it log in (SIGHUP)")
+    print(f"{_apply(state)} to let it log in")
     return 0
 
 
@@ -130,5 +154,5 @@ def _revoke(args: argparse.Namespace) -> int:
     state = _fleet(args.dir)
     count = _run(lambda: fleet.revoke(state, args.vehicle))
     print(f"vehicle {args.vehicle} revoked ({count} key(s) kept in the keyring as revoked); "
-          "reload the broker (SIGHUP)")
+          f"{_apply(state)}")
     return 0

@@ -111,17 +111,37 @@ def conf_text(
     bind: str,
     user: str,
     persistence: bool = True,
+    dynsec_plugin: Path | None = None,
 ) -> str:
-    """``mosquitto.conf``: one TLS listener, no anonymous access, password file and ACL, client
-    ids forced to the username (a client cannot take over another's session)."""
+    """``mosquitto.conf``: one TLS listener, no anonymous access, client ids forced to the
+    username (a client cannot take over another's session); logins and ACLs from the dynamic
+    security plugin's file (``dynsec_plugin``: checks SUBSCRIBE too), else the password file and
+    ACL file (which cannot refuse a SUBSCRIBE)."""
+    if dynsec_plugin is not None:
+        access = [
+            "# Written by frota provision init (docs/trust.md). Restart the broker after",
+            "# frota provision vehicle/collector/revoke: Mosquitto 2.0 reads the dynamic",
+            "# security file only when it starts (SIGHUP does not re-read it).",
+            f"user {user}",
+            "per_listener_settings false",
+            "allow_anonymous false",
+            f"plugin {dynsec_plugin}",
+            f"plugin_opt_config_file {folder / 'dynamic-security.json'}",
+        ]
+    else:
+        access = [
+            "# Written by frota provision init (docs/trust.md). Reload with SIGHUP after",
+            "# frota provision vehicle/collector/revoke to read the password file and ACL again.",
+            "# The ACL file cannot refuse a SUBSCRIBE: a bus can join the collectors' shared",
+            "# subscription (docs/deployment.md); the dynamic security plugin closes that.",
+            f"user {user}",
+            "per_listener_settings false",
+            "allow_anonymous false",
+            f"password_file {folder / 'passwd'}",
+            f"acl_file {folder / 'acl'}",
+        ]
     lines = [
-        "# Written by frota provision init (docs/trust.md). Reload with SIGHUP after",
-        "# frota provision vehicle/collector/revoke to read the password file and ACL again.",
-        f"user {user}",
-        "per_listener_settings false",
-        "allow_anonymous false",
-        f"password_file {folder / 'passwd'}",
-        f"acl_file {folder / 'acl'}",
+        *access,
         f"persistence {'true' if persistence else 'false'}",
         f"persistence_location {folder / 'data'}/",
         "max_queued_messages 100000",

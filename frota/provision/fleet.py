@@ -9,7 +9,8 @@ Layout (``docs/trust.md``)::
     DIR/collector.toml             the first collector's configuration
     DIR/collectors/NAME/           a collector's signing key and certificate, broker password
     DIR/vehicles/ID/               a bus's agent.toml, signing key and certificate, broker password
-    DIR/mosquitto/                 mosquitto.conf, passwd, acl, the server's TLS key and certificate
+    DIR/mosquitto/                 mosquitto.conf, dynamic-security.json (logins and ACLs; passwd
+                                   and acl without the plugin), the server's TLS key and certificate
 
 Secret files (keys, passwords, the password file) are created with mode 0600 and never printed.
 """
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from frota.provision import broker, templates
+from frota.provision import broker, dynsec, templates
 from protocols import identity
 from protocols.keyring import entry_json, read_entries, write_entries
 from protocols.records import is_vehicle_id, ms_to_ts
@@ -50,6 +51,9 @@ class Fleet:
     registry: str
     collectors: list[str] = field(default_factory=list)
     vehicles: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The broker's dynamic security plugin (logins and ACLs that check SUBSCRIBE too); None:
+    #: password file and ACL file (fleets provisioned before it, or without the plugin).
+    dynsec_plugin: str | None = None
 
     # -- files ------------------------------------------------------------------------------
     @property
@@ -73,6 +77,11 @@ class Fleet:
         return self.folder / "mosquitto"
 
     @property
+    def dynsec_path(self) -> Path:
+        """The dynamic security plugin's file (logins and ACLs)."""
+        return self.mosquitto / "dynamic-security.json"
+
+    @property
     def broker_url(self) -> str:
         """The URL agents and collectors connect to."""
         host = self.hosts[0]
@@ -83,7 +92,7 @@ class Fleet:
         doc = {
             "schema": FLEET_SCHEMA,
             "broker": {"hosts": self.hosts, "port": self.port, "bind": self.bind,
-                       "user": self.broker_user},
+                       "user": self.broker_user, "dynsec_plugin": self.dynsec_plugin},
             "registry": self.registry,
             "collectors": self.collectors,
             "vehicles": self.vehicles,
@@ -96,13 +105,35 @@ class Fleet:
         """Every broker username in use (collectors' and vehicles', revoked ones included)."""
         return {COLLECTOR_PREFIX + c for c in self.collectors} | set(self.vehicles)
 
-    def write_acl(self) -> None:
-        """Regenerate the ACL from the collectors and the vehicles not revoked."""
+    def write_access(self, clients: dict[str, dict[str, Any]] | None = None) -> None:
+        """Regenerate the ACL (or the dynamic security file's roles, its ``clients`` being
+        ``clients`` or the file's own) from the collectors and the vehicles not revoked."""
         active = [v for v, info in self.vehicles.items() if not info.get("revoked")]
+        collectors = [COLLECTOR_PREFIX + c for c in self.collectors]
+        if self.dynsec_plugin is not None:
+            if clients is None:
+                clients = dynsec.read_clients(self.dynsec_path)
+            dynsec.write(self.dynsec_path, clients, collectors, active)
+            broker.give_to_broker(self.broker_user, [self.dynsec_path])
+            return
         acl = self.mosquitto / "acl"
-        acl.write_text(broker.acl_text([COLLECTOR_PREFIX + c for c in self.collectors], active))
+        acl.write_text(broker.acl_text(collectors, active))
         os.chmod(acl, 0o644)
         broker.give_to_broker(self.broker_user, [acl])
+
+    def set_login(self, username: str, password: str | None) -> None:
+        """Give ``username`` this broker password (None: remove its login)."""
+        if self.dynsec_plugin is not None:
+            clients = dynsec.read_clients(self.dynsec_path)
+            clients.pop(username, None)
+            if password is not None:
+                clients[username] = dynsec.client(username, password, username)
+            self.write_access(clients)
+            return
+        passwd = self.mosquitto / "passwd"
+        line = None if password is None else broker.hash_line(username, password)
+        broker.set_password(passwd, username, line)
+        broker.give_to_broker(self.broker_user, [passwd])
 
     def ca(self) -> tuple[Any, Any]:
         """The CA's key and certificate (ProvisionError when the key is not here)."""
@@ -122,7 +153,7 @@ def load(folder: Path) -> Fleet:
             raise ProvisionError(f"{path}: unsupported schema {doc.get('schema')!r}")
         return Fleet(folder.resolve(), list(brk["hosts"]), int(brk["port"]), str(brk["bind"]),
                      str(brk["user"]), str(doc["registry"]), list(doc["collectors"]),
-                     dict(doc["vehicles"]))
+                     dict(doc["vehicles"]), brk.get("dynsec_plugin"))
     except FileNotFoundError:
         raise ProvisionError(f"{folder} is not a provisioned fleet (run frota provision init)") from None
     except (OSError, ValueError, KeyError, TypeError) as err:
@@ -158,9 +189,7 @@ def _signing_identity(fleet: Fleet, folder: Path, role: str, name: str) -> None:
 def _password(fleet: Fleet, folder: Path, username: str) -> None:
     password = secrets.token_urlsafe(24)
     identity.write_secret(folder / "password", password.encode())
-    passwd = fleet.mosquitto / "passwd"
-    broker.set_password(passwd, username, broker.hash_line(username, password))
-    broker.give_to_broker(fleet.broker_user, [passwd])
+    fleet.set_login(username, password)
 
 
 def init(
@@ -174,8 +203,14 @@ def init(
     collector: str = "main",
     fleet_name: str = "Frota fleet CA",
     persistence: bool = True,
+    dynsec_plugin: Path | None = None,
+    acl_file: bool = False,
 ) -> Fleet:
-    """Make a new fleet in ``folder`` (which must not hold one already)."""
+    """Make a new fleet in ``folder`` (which must not hold one already). The broker checks
+    logins and ACLs with its dynamic security plugin (``dynsec_plugin``, else the installed one,
+    :func:`dynsec.find_plugin`); with ``acl_file``, or when the plugin is not found, with a
+    password file and an ACL file, which cannot refuse a SUBSCRIBE (``fleet.dynsec_plugin`` is
+    then None)."""
     folder = folder.resolve()
     if (folder / "fleet.json").exists():
         raise ProvisionError(f"{folder} already holds a provisioned fleet")
@@ -186,7 +221,9 @@ def init(
     reg = registry.resolve() if registry is not None else folder / "registry.json"
     if registry is None and not reg.exists():
         reg.write_text(json.dumps({"lines": [], "vehicles": [], "drivers": []}, indent=1) + "\n")
-    fleet = Fleet(folder, list(hosts), port, bind, broker_user, str(reg))
+    plugin = None if acl_file else (dynsec_plugin or dynsec.find_plugin())
+    fleet = Fleet(folder, list(hosts), port, bind, broker_user, str(reg),
+                  dynsec_plugin=None if plugin is None else str(plugin))
     ca_key, ca_cert = identity.make_ca(fleet_name)
     _mkdir(folder / "ca", 0o700)
     identity.write_secret(fleet.ca_key_path, identity.private_pem(ca_key))
@@ -199,17 +236,20 @@ def init(
     identity.write_secret(mosq / "server.key", identity.private_pem(server_key))
     (mosq / "server.crt").write_bytes(identity.cert_pem(server_cert))
     (mosq / "ca.crt").write_bytes(identity.cert_pem(ca_cert))
-    broker.set_password(mosq / "passwd", "", None)
+    if plugin is None:
+        broker.set_password(mosq / "passwd", "", None)
+    else:
+        fleet.write_access({})
     (mosq / "mosquitto.conf").write_text(
         broker.conf_text(mosq, mosq / "ca.crt", port=port, bind=bind, user=broker_user,
-                         persistence=persistence)
+                         persistence=persistence, dynsec_plugin=plugin)
     )
     fleet.save()
     add_collector(fleet, collector, config_path=folder / "collector.toml")
     broker.give_to_broker(
         broker_user,
         [mosq, mosq / "data", mosq / "server.key", mosq / "server.crt", mosq / "ca.crt",
-         mosq / "passwd", mosq / "acl", mosq / "mosquitto.conf"],
+         mosq / "passwd", mosq / "acl", fleet.dynsec_path, mosq / "mosquitto.conf"],
     )
     return fleet
 
@@ -226,7 +266,7 @@ def add_collector(fleet: Fleet, name: str, config_path: Path | None = None) -> P
     _password(fleet, folder, username)
     fleet.collectors.append(name)
     fleet.save()
-    fleet.write_acl()
+    fleet.write_access()
     path = config_path or folder / "collector.toml"
     path.write_text(templates.collector_toml(fleet, name, path.parent))
     return path
@@ -244,7 +284,7 @@ def add_vehicle(fleet: Fleet, vehicle: str, buffer_path: str) -> Path:
     (folder / "agent.toml").write_text(templates.agent_toml(fleet, vehicle, buffer_path))
     fleet.vehicles[vehicle] = {"revoked": None}
     fleet.save()
-    fleet.write_acl()
+    fleet.write_access()
     return folder / "agent.toml"
 
 
@@ -265,10 +305,8 @@ def revoke(fleet: Fleet, vehicle: str, at_ms: int | None = None) -> int:
             entry["revoked"] = when
             count += 1
     write_entries(fleet.keyring_path, entries)
-    passwd = fleet.mosquitto / "passwd"
-    broker.set_password(passwd, vehicle, None)
-    broker.give_to_broker(fleet.broker_user, [passwd])
+    fleet.set_login(vehicle, None)
     info["revoked"] = when
     fleet.save()
-    fleet.write_acl()
+    fleet.write_access()
     return count

@@ -54,6 +54,7 @@ class Running:
 
     fleet: provisioning.Fleet
     proc: subprocess.Popen[bytes]
+    log: Path
 
     @property
     def port(self) -> int:
@@ -66,29 +67,46 @@ class Running:
         return (self.fleet.folder / "vehicles" / username / "password").read_text()
 
     def reload(self) -> None:
-        """SIGHUP: the broker reads its password file and ACL again."""
-        self.proc.send_signal(signal.SIGHUP)
+        """Make the broker read the provisioned logins and ACLs again, as docs/trust.md says:
+        a restart for the dynamic security file (Mosquitto 2.0 reads it only when it starts),
+        SIGHUP for the password file and ACL file."""
+        if self.fleet.dynsec_plugin is None:
+            self.proc.send_signal(signal.SIGHUP)
+            return
+        stop_process(self.proc, signal.SIGTERM, 5)
+        self.proc = _start(self.fleet, self.log)
+        wait_port(self.port)
+
+
+def _start(fleet: provisioning.Fleet, log: Path) -> subprocess.Popen[bytes]:
+    binary = mosquitto_binary()
+    assert binary is not None
+    with log.open("ab") as out:
+        return subprocess.Popen([binary, "-c", str(fleet.mosquitto / "mosquitto.conf")],
+                                stdout=out, stderr=subprocess.STDOUT)
 
 
 @contextmanager
-def provisioned_broker(vehicles: tuple[str, ...] = ("ABC1D23", "XYZ9K88")) -> Iterator[Running]:
-    """``frota provision init`` + ``vehicle`` for each id, then Mosquitto on that configuration."""
+def provisioned_broker(vehicles: tuple[str, ...] = ("ABC1D23", "XYZ9K88"),
+                       acl_file: bool = False) -> Iterator[Running]:
+    """``frota provision init`` + ``vehicle`` for each id, then Mosquitto on that configuration
+    (its dynamic security plugin, which must be installed with it; ``acl_file``: the password
+    file and ACL file instead)."""
     binary = mosquitto_binary()
     require(binary is not None, "mosquitto is not installed (apt-get install mosquitto)")
-    assert binary is not None
     with fleet_folder() as folder:
         made = provisioning.init(folder, hosts=["127.0.0.1"], port=free_port(), bind="127.0.0.1",
-                                 broker_user=broker_user(), persistence=False)
+                                 broker_user=broker_user(), persistence=False, acl_file=acl_file)
+        assert acl_file or made.dynsec_plugin is not None, "Mosquitto without its dynsec plugin"
         for vehicle in vehicles:
             provisioning.add_vehicle(made, vehicle, str(folder / f"{vehicle}.sqlite"))
-        conf = made.mosquitto / "mosquitto.conf"
-        with (folder.parent / "mosquitto.log").open("ab") as log:
-            proc = subprocess.Popen([binary, "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
+        running = Running(made, _start(made, folder.parent / "mosquitto.log"),
+                          folder.parent / "mosquitto.log")
         try:
             wait_port(made.port)
-            yield Running(made, proc)
+            yield running
         finally:
-            stop_process(proc, signal.SIGTERM, 5)
+            stop_process(running.proc, signal.SIGTERM, 5)
 
 
 class Client:
@@ -121,6 +139,14 @@ class Client:
         self.client.on_subscribe = lambda c, u, mid, rcs, p: done.set()
         self.client.subscribe(topic, qos=1)
         assert done.wait(10)
+
+    def suback(self, topic: str) -> Any:
+        """Subscribe to ``topic``; the broker's SUBACK reason code for it (``is_failure`` when
+        refused: 0x80 in MQTT 3.1.1)."""
+        codes: queue.Queue[Any] = queue.Queue()
+        self.client.on_subscribe = lambda c, u, mid, rcs, p: codes.put(rcs[0])
+        self.client.subscribe(topic, qos=1)
+        return codes.get(timeout=10)
 
     def publish(self, topic: str, payload: bytes) -> None:
         info = self.client.publish(topic, payload, qos=1)

@@ -121,10 +121,10 @@ def test_a_revoked_bus_cannot_log_in() -> None:
 def test_the_hand_written_password_line_is_what_mosquitto_reads(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Without mosquitto_passwd, the $7$ PBKDF2-SHA512 line is written by hand: the broker must
-    # accept it.
+    # Without the dynamic security plugin (--acl-file) and without mosquitto_passwd, the $7$
+    # PBKDF2-SHA512 line is written by hand: the broker must accept it.
     monkeypatch.setattr(broker_files, "mosquitto_passwd", lambda: None)
-    with provisioned_broker(vehicles=(A,)) as running:
+    with provisioned_broker(vehicles=(A,), acl_file=True) as running:
         line = (running.fleet.mosquitto / "passwd").read_text()
         assert f"{A}:$7$101$" in line
         with connected(running, A):
@@ -146,7 +146,7 @@ def test_pbkdf2_line_matches_mosquitto_passwd_by_hand() -> None:
 def test_secret_files_have_no_group_or_other_bits() -> None:
     with provisioned_broker(vehicles=(A,)) as running:
         folder = running.fleet.folder
-        secrets = [folder / "ca" / "ca.key", folder / "mosquitto" / "passwd",
+        secrets = [folder / "ca" / "ca.key", folder / "mosquitto" / "dynamic-security.json",
                    folder / "mosquitto" / "server.key", folder / "collectors" / "main" / "password",
                    folder / "collectors" / "main" / "signing.key",
                    folder / "vehicles" / A / "password", folder / "vehicles" / A / "signing.key"]

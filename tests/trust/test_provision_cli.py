@@ -13,14 +13,21 @@ from frota.cli import main
 
 def test_init_vehicle_revoke_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fleet = tmp_path / "fleet"
+    # The broker's machine is an arm64 one: its plugin's path is given, not looked up here.
+    plugin = "/usr/lib/aarch64-linux-gnu/mosquitto_dynamic_security.so"
     assert main(["provision", "init", str(fleet), "--host", "broker.example", "--port", "18883",
-                 "--broker-user", "nobody-here"]) == 0
+                 "--broker-user", "nobody-here", "--dynsec-plugin", plugin]) == 0
+    conf = (fleet / "mosquitto" / "mosquitto.conf").read_text()
+    assert f"plugin {plugin}\n" in conf
+    assert "acl_file" not in conf
+    assert "password_file" not in conf
     assert main(["provision", "vehicle", str(fleet), "ABC1D23"]) == 0
     out = capsys.readouterr().out
     for secret in (fleet / "vehicles" / "ABC1D23" / "password",
                    fleet / "collectors" / "main" / "password"):
         assert secret.read_text() not in out
     assert "mqtts://broker.example:18883" in out
+    assert "restart the broker" in out
     agent = (fleet / "vehicles" / "ABC1D23" / "agent.toml").read_text()
     assert 'url = "mqtts://broker.example:18883"' in agent
     assert "[identity]" in agent
@@ -30,7 +37,9 @@ def test_init_vehicle_revoke_and_errors(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["provision", "revoke", str(fleet), "ABC1D23"]) == 0
     keyring = json.loads((fleet / "keyring.json").read_text())["keys"]
     assert [k["revoked"] is not None for k in keyring if k["role"] == "vehicle"] == [True]
-    assert "user ABC1D23" not in (fleet / "mosquitto" / "acl").read_text()
+    access = json.loads((fleet / "mosquitto" / "dynamic-security.json").read_text())
+    assert [c["username"] for c in access["clients"]] == ["collector-main"]
+    assert [r["rolename"] for r in access["roles"]] == ["frota-collector"]
     capsys.readouterr()
     for argv, message in (
         (["provision", "init", str(fleet)], "already holds a provisioned fleet"),

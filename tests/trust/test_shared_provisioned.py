@@ -1,10 +1,8 @@
 """Provisioned collectors share ingest (issue 16 item 2): each with its own credentials
 (``frota provision collector``), over TLS, members of one MQTT 5 shared subscription as the
-collector connects (``collector.ingest.mqtt_settings``); the provisioned ACL needs no new line,
-and a bus that joins the group reads nothing of other buses' batches. It does take its round-robin
-share of them, which Mosquitto then drops (its ``acl_file`` grants every SUBSCRIBE and checks only
-deliveries): the agents' resends bring those batches back, docs/deployment.md says what to run
-where buses cannot be trusted."""
+collector connects (``collector.ingest.mqtt_settings``); the provisioned collector role allows any
+group, and a bus that tries to join the group reads nothing of other buses' batches (the dynamic
+security plugin refuses its SUBSCRIBE: tests/trust/test_subscribe_acl.py)."""
 
 from __future__ import annotations
 
@@ -46,15 +44,14 @@ def test_provisioned_collectors_share_and_a_bus_in_the_group_reads_nothing() -> 
     with provisioned_broker((A, B)) as running:
         for name in ("one", "two"):
             provisioning.add_collector(running.fleet, name)
-        running.reload()  # the broker reads the new passwords and ACL
-        time.sleep(0.5)  # SIGHUP is handled asynchronously; a refused login would fail below
+        running.reload()  # the broker reads the new logins and ACLs (a restart, docs/trust.md)
         one: list[bytes] = []
         two: list[bytes] = []
         intruder: list[bytes] = []
         members = [_member(running, "collector-one", one), _member(running, "collector-two", two)]
         with connected(running, B, client_id="bus-b") as bus_b:
-            # B's ACL reads only its own ack topic: subscribing to the group is granted by
-            # Mosquitto, but nothing of A's reaches it (deliveries are checked on the real topic).
+            # B may subscribe only to its own ack topic: the broker refuses its SUBSCRIBE to the
+            # group, so nothing of A's reaches it.
             bus_b.client.on_message = lambda _c, _u, m: intruder.append(bytes(m.payload))
             bus_b.subscribe("$share/frota/" + "frota/v1/+/up")
             with connected(running, A, client_id="bus-a") as bus_a:

@@ -1,0 +1,66 @@
+"""A bus's credentials may subscribe only to its own ``ack`` topic: the provisioned broker refuses
+(SUBACK failure) its SUBSCRIBE to the collectors' shared-subscription group, to another bus's
+``ack`` and to ``#``, while the collectors' group keeps receiving every batch.
+
+Mosquitto 2's ``acl_file`` grants every SUBSCRIBE (it checks only deliveries), so a bus that joined
+``$share/<group>/frota/v1/+/up`` took its round-robin share of every bus's batches and dropped them;
+provisioning writes the dynamic security plugin's roles instead, whose ``subscribePattern`` ACLs are
+checked on SUBSCRIBE (docs/trust.md, docs/deployment.md).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from frota.provision import fleet as provisioning
+from protocols.uplink import up_subscription, up_topic
+from tests.trust.broker import connected, provisioned_broker
+from tests.trust.test_shared_provisioned import _member
+
+pytestmark = pytest.mark.mosquitto
+
+A, B = "ABC1D23", "XYZ9K88"
+
+
+def test_a_bus_cannot_subscribe_beyond_its_own_ack() -> None:
+    with provisioned_broker((A, B)) as running, connected(running, B) as bus_b:
+        for topic in (up_subscription("frota"), up_subscription(), f"frota/v1/{A}/ack",
+                      f"frota/v1/{A}/up", "#", "frota/#", "$share/frota/#"):
+            assert bus_b.suback(topic).is_failure, topic
+        assert not bus_b.suback(f"frota/v1/{B}/ack").is_failure
+
+
+def test_the_collectors_group_gets_every_batch_while_a_bus_tries_to_join_it() -> None:
+    with provisioned_broker((A, B)) as running:
+        for name in ("one", "two"):
+            provisioning.add_collector(running.fleet, name)
+        running.reload()  # a restart: the broker reads the new logins (docs/trust.md)
+        one: list[bytes] = []
+        two: list[bytes] = []
+        members = [_member(running, "collector-one", one), _member(running, "collector-two", two)]
+        try:
+            with connected(running, B) as bus_b:
+                assert bus_b.suback(up_subscription("frota")).is_failure
+                with connected(running, A) as bus_a:
+                    for i in range(12):
+                        bus_a.publish(up_topic(A), str(i).encode())
+                    deadline = time.monotonic() + 30  # a bound on the wait, not a timed check
+                    while len(one) + len(two) < 12 and time.monotonic() < deadline:
+                        time.sleep(0.05)
+            assert bus_b.messages.empty()
+        finally:
+            for member in members:
+                member.stop()
+    # Every batch reached exactly one collector of the group; none went to the bus.
+    assert sorted(int(p) for p in one + two) == list(range(12))
+
+
+def test_with_the_acl_file_a_bus_can_still_join_the_group() -> None:
+    # The known limit of a fleet provisioned with --acl-file (or before the dynamic security
+    # plugin): Mosquitto's acl_file grants every SUBSCRIBE, so the bus becomes a member of the
+    # collectors' group (docs/deployment.md). Deliveries are still checked: it reads nothing.
+    with provisioned_broker((A, B), acl_file=True) as running, connected(running, B) as bus_b:
+        assert not bus_b.suback(up_subscription("frota")).is_failure
+        assert not bus_b.suback("#").is_failure
