@@ -75,6 +75,18 @@ def register(subparsers: Any) -> None:
     rev.add_argument("vehicle", metavar="ID")
     rev.set_defaults(func=_revoke)
 
+    dyn = sub.add_parser("dynsec", help="move a fleet's broker to the dynamic security plugin",
+                         description="Move a fleet provisioned with the password and ACL files "
+                         "(--acl-file, or before the plugin) to Mosquitto's dynamic security "
+                         "plugin, which also refuses a bus's subscriptions to other buses' "
+                         "topics: its logins and roles go to DIR/mosquitto/dynamic-security.json "
+                         "and mosquitto.conf loads the plugin. Restart the broker afterwards.")
+    dyn.add_argument("dir", metavar="DIR", type=Path)
+    dyn.add_argument("--dynsec-plugin", type=Path, metavar="PATH",
+                     help="the plugin's path on the broker's machine (default: the one installed "
+                     "here)")
+    dyn.set_defaults(func=_dynsec)
+
 
 def _fleet(folder: Path) -> Any:
     from frota.provision.fleet import ProvisionError, load
@@ -154,5 +166,15 @@ def _revoke(args: argparse.Namespace) -> int:
     state = _fleet(args.dir)
     count = _run(lambda: fleet.revoke(state, args.vehicle))
     print(f"vehicle {args.vehicle} revoked ({count} key(s) kept in the keyring as revoked); "
+          f"{_apply(state)}")
+    return 0
+
+
+def _dynsec(args: argparse.Namespace) -> int:
+    from frota.provision import fleet
+
+    state = _fleet(args.dir)
+    plugin = _run(lambda: fleet.use_dynsec(state, args.dynsec_plugin))
+    print(f"the broker's logins and roles are in {state.dynsec_path} (plugin {plugin}); "
           f"{_apply(state)}")
     return 0

@@ -103,6 +103,45 @@ def acl_text(collectors: Iterable[str], vehicles: Iterable[str]) -> str:
     return "\n".join(out)
 
 
+DYNSEC_HEADER: Final = (
+    "# Written by frota provision (docs/trust.md). Restart the broker after",
+    "# frota provision vehicle/collector/revoke: Mosquitto 2.0 reads the dynamic",
+    "# security file only when it starts (SIGHUP does not re-read it).",
+)
+FILES_HEADER: Final = (
+    "# Written by frota provision init (docs/trust.md). Reload with SIGHUP after",
+    "# frota provision vehicle/collector/revoke to read the password file and ACL again.",
+    "# The ACL file cannot refuse a SUBSCRIBE: a bus can join the collectors' shared",
+    "# subscription (docs/deployment.md); frota provision dynsec DIR closes that.",
+)
+
+
+def dynsec_lines(folder: Path, plugin: Path | str) -> list[str]:
+    """The lines that load the dynamic security plugin on the file in ``folder``."""
+    return [f"plugin {plugin}", f"plugin_opt_config_file {folder / 'dynamic-security.json'}"]
+
+
+def conf_with_dynsec(text: str, folder: Path, plugin: Path | str) -> str:
+    """``mosquitto.conf``'s ``text`` with its ``password_file`` line replaced by the plugin's and
+    its ``acl_file`` line removed (any other line kept); BrokerFileError without them."""
+    out: list[str] = list(DYNSEC_HEADER)
+    found = False
+    for line in text.splitlines():
+        key = line.split(maxsplit=1)[0] if line.strip() else ""
+        if line in FILES_HEADER or key == "acl_file":
+            continue
+        if key == "password_file":
+            out += dynsec_lines(folder, plugin)
+            found = True
+        elif key in ("plugin", "plugin_opt_config_file", "auth_plugin"):
+            raise BrokerFileError(f"mosquitto.conf already loads a plugin: {line!r}")
+        else:
+            out.append(line)
+    if not found:
+        raise BrokerFileError("mosquitto.conf has no password_file line to replace")
+    return "\n".join(out) + "\n"
+
+
 def conf_text(
     folder: Path,
     ca_file: Path,
@@ -118,28 +157,12 @@ def conf_text(
     security plugin's file (``dynsec_plugin``: checks SUBSCRIBE too), else the password file and
     ACL file (which cannot refuse a SUBSCRIBE)."""
     if dynsec_plugin is not None:
-        access = [
-            "# Written by frota provision init (docs/trust.md). Restart the broker after",
-            "# frota provision vehicle/collector/revoke: Mosquitto 2.0 reads the dynamic",
-            "# security file only when it starts (SIGHUP does not re-read it).",
-            f"user {user}",
-            "per_listener_settings false",
-            "allow_anonymous false",
-            f"plugin {dynsec_plugin}",
-            f"plugin_opt_config_file {folder / 'dynamic-security.json'}",
-        ]
+        access = [*DYNSEC_HEADER, f"user {user}", "per_listener_settings false",
+                  "allow_anonymous false", *dynsec_lines(folder, dynsec_plugin)]
     else:
-        access = [
-            "# Written by frota provision init (docs/trust.md). Reload with SIGHUP after",
-            "# frota provision vehicle/collector/revoke to read the password file and ACL again.",
-            "# The ACL file cannot refuse a SUBSCRIBE: a bus can join the collectors' shared",
-            "# subscription (docs/deployment.md); the dynamic security plugin closes that.",
-            f"user {user}",
-            "per_listener_settings false",
-            "allow_anonymous false",
-            f"password_file {folder / 'passwd'}",
-            f"acl_file {folder / 'acl'}",
-        ]
+        access = [*FILES_HEADER, f"user {user}", "per_listener_settings false",
+                  "allow_anonymous false", f"password_file {folder / 'passwd'}",
+                  f"acl_file {folder / 'acl'}"]
     lines = [
         *access,
         f"persistence {'true' if persistence else 'false'}",

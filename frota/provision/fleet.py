@@ -310,3 +310,29 @@ def revoke(fleet: Fleet, vehicle: str, at_ms: int | None = None) -> int:
     fleet.save()
     fleet.write_access()
     return count
+
+
+def use_dynsec(fleet: Fleet, plugin: Path | None = None) -> Path:
+    """Move a fleet on the password and ACL files to the dynamic security plugin (``plugin``,
+    else the installed one): every active login, its password read from its 0600 file, into
+    ``dynamic-security.json``; ``mosquitto.conf``'s ``password_file`` and ``acl_file`` lines
+    replaced by the plugin's. The old ``passwd`` and ``acl`` stay, unread. Returns the plugin."""
+    if fleet.dynsec_plugin is not None:
+        raise ProvisionError(f"the fleet already uses the dynamic security plugin "
+                             f"({fleet.dynsec_plugin})")
+    found = plugin or dynsec.find_plugin()
+    if found is None:
+        raise ProvisionError("Mosquitto's dynamic security plugin was not found here: give "
+                             "--dynsec-plugin PATH (its path on the broker's machine)")
+    logins = {COLLECTOR_PREFIX + c: fleet.folder / "collectors" / c / "password"
+              for c in fleet.collectors}
+    logins |= {v: fleet.folder / "vehicles" / v / "password"
+               for v, info in fleet.vehicles.items() if not info.get("revoked")}
+    clients = {user: dynsec.client(user, path.read_text(), user) for user, path in logins.items()}
+    conf = fleet.mosquitto / "mosquitto.conf"
+    text = broker.conf_with_dynsec(conf.read_text(), fleet.mosquitto, found)
+    fleet.dynsec_plugin = str(found)
+    fleet.write_access(clients)
+    conf.write_text(text)  # the same file: its owner and mode are kept
+    fleet.save()
+    return found

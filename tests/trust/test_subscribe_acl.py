@@ -14,9 +14,10 @@ import time
 
 import pytest
 
+from frota.cli import main
 from frota.provision import fleet as provisioning
 from protocols.uplink import up_subscription, up_topic
-from tests.trust.broker import connected, provisioned_broker
+from tests.trust.broker import Client, connected, provisioned_broker
 from tests.trust.test_shared_provisioned import _member
 
 pytestmark = pytest.mark.mosquitto
@@ -64,3 +65,26 @@ def test_with_the_acl_file_a_bus_can_still_join_the_group() -> None:
     with provisioned_broker((A, B), acl_file=True) as running, connected(running, B) as bus_b:
         assert not bus_b.suback(up_subscription("frota")).is_failure
         assert not bus_b.suback("#").is_failure
+
+
+def test_frota_provision_dynsec_moves_an_acl_file_fleet_to_the_plugin() -> None:
+    with provisioned_broker((A, B), acl_file=True) as running:
+        assert main(["provision", "dynsec", str(running.fleet.folder)]) == 0
+        running.fleet = provisioning.load(running.fleet.folder)
+        conf = (running.fleet.mosquitto / "mosquitto.conf").read_text()
+        assert "password_file" not in conf
+        assert "acl_file" not in conf
+        assert "use_username_as_clientid true" in conf  # the other lines are kept
+        running.reload()  # a restart, now that the fleet uses the plugin
+        with connected(running, B) as bus_b, connected(running, "collector-main") as collector:
+            assert bus_b.suback(up_subscription("frota")).is_failure
+            assert bus_b.suback("#").is_failure
+            assert not bus_b.suback(f"frota/v1/{B}/ack").is_failure
+            assert not collector.suback(up_subscription("frota")).is_failure
+            bus_b.publish(up_topic(B), b"still writes its own")
+            assert collector.messages.get(timeout=10) == (up_topic(B), b"still writes its own")
+        provisioning.revoke(running.fleet, A)  # a revoked bus's login is gone after the move
+        running.reload()
+        refused = Client(running.port, running.fleet.ca_cert_path, A, running.password(A))
+        assert refused.connect().is_failure
+        refused.close()
