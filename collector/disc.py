@@ -30,11 +30,15 @@ from typing import Any, Final
 import orjson
 import zstandard
 
+from collector import disc_raw
 from protocols.chain import try_hash
 from protocols.records import RecordError, ms_to_ts, ts_to_ms
 
-#: Format version of a blob (its first byte).
-VERSION: Final = 1
+#: Format version of a blob (its first byte): 2 may drop frames (:data:`RAW_FLAGS`); 1 is read.
+VERSION: Final = 2
+VERSIONS: Final = (1, 2)
+#: The column saying, for each record with ``raw``, how its frame is rebuilt (0: kept).
+RAW_FLAGS: Final = "\x00raw"
 LEVEL: Final = 19
 _I64: Final = "q"
 
@@ -155,6 +159,9 @@ def encode_day(texts: Sequence[str]) -> bytes:
             if key == "prev" and linked:
                 continue
             columns.setdefault(key, []).append(value)
+    flags = _drop_raw(records, columns)
+    if any(flags):
+        columns[RAW_FLAGS] = flags
     encoded = {name: _column(name, values) for name, values in columns.items()}
     head = {"n": len(texts), "shapes": [list(s) for s in shapes], "verbatim": verbatim,
             "fast": int(fast),
@@ -164,6 +171,60 @@ def encode_day(texts: Sequence[str]) -> bytes:
     head_bytes = orjson.dumps(head)
     plain = len(head_bytes).to_bytes(4, "little") + head_bytes + body
     return bytes([VERSION]) + zstandard.ZstdCompressor(level=LEVEL).compress(plain)
+
+
+def _raw_bytes(value: Any) -> bytes | None:
+    """A ``raw`` value's bytes when it is lowercase hex that writes back the same."""
+    if not isinstance(value, str) or len(value) % 2:
+        return None
+    try:
+        data = bytes.fromhex(value)
+    except ValueError:
+        return None
+    return data if data.hex() == value else None
+
+
+def _drop_raw(records: list[dict[str, Any] | None], columns: dict[str, list[Any]]) -> list[int]:
+    """For each record with ``raw``, in order: how its frame is rebuilt (collector/disc_raw.py;
+    0: kept); the ``raw`` column gets an empty string where it is."""
+    flags: list[int] = []
+    ctx = disc_raw.Context()
+    at = 0
+    for rec in records:
+        if rec is None or "raw" not in rec:
+            continue
+        data = _raw_bytes(rec["raw"])
+        how = disc_raw.NONE if data is None else disc_raw.choose(rec, data, ctx)
+        if data is not None:
+            ctx.saw(data)
+        if how:
+            columns["raw"][at] = ""
+        flags.append(how)
+        at += 1
+    return flags
+
+
+def _fill_raw(built: list[dict[str, Any] | str], ready: list[dict[str, Any] | None],
+              flags: list[int]) -> None:
+    """Rebuild the dropped frames, in order, from the same context as the encoder's."""
+    how_of = iter(flags)
+    ctx = disc_raw.Context()
+    for i, rec in enumerate(built):
+        if isinstance(rec, str) or "raw" not in rec:
+            continue
+        how = next(how_of)
+        if how:
+            data = disc_raw.rebuild(how, rec, ctx)
+            if data is None:
+                raise ValueError("a dropped frame cannot be rebuilt: the blob is damaged")
+            rec["raw"] = data.hex()
+            twin = ready[i]
+            if twin is not None:
+                twin["raw"] = rec["raw"]
+        else:
+            data = _raw_bytes(rec["raw"])
+        if data is not None:
+            ctx.saw(data)
 
 
 def _fast_hash(rec: dict[str, Any]) -> str | None:
@@ -186,8 +247,8 @@ def _minus1(rec: dict[str, Any]) -> int | None:
 
 def decode_day(blob: bytes) -> list[str]:
     """A blob → the record texts it was made from, byte for byte, in order."""
-    if not blob or blob[0] != VERSION:
-        raise ValueError("not a frota disc blob of version 1")
+    if not blob or blob[0] not in VERSIONS:
+        raise ValueError("not a frota disc blob of version 1 or 2")
     plain = zstandard.ZstdDecompressor().decompress(blob[1:])
     size = int.from_bytes(plain[:4], "little")
     head = orjson.loads(plain[4:4 + size])
@@ -226,6 +287,8 @@ def decode_day(blob: bytes) -> list[str]:
             cursor[key] = at + 1
         built.append(rec)
         ready.append(twin)
+    if RAW_FLAGS in columns:
+        _fill_raw(built, ready, columns[RAW_FLAGS])
     _fill_prev(built, ready, shapes, shape_of, fast)
     return [item if isinstance(item, str) else orjson.dumps(item).decode() for item in built]
 

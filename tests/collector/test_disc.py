@@ -71,3 +71,51 @@ def test_a_day_whose_hash_needs_the_general_canonical_form_decodes_back() -> Non
         prev = record_hash(rec)
         texts.append(orjson.dumps(rec).decode())
     assert decode_day(encode_day(texts)) == texts
+
+
+def _registrador_day() -> list[dict[str, object]]:
+    """Records of 6 registrador status frames as the agent's decoder makes them (frames built
+    by the protocol's encoder): a driver in slot 1 from frame 1, a second card in frame 4."""
+    from protocols.registrador.encoder import Slot, encode_status
+    from protocols.registry import get
+
+    decoder = get("registrador").make_decoder("ABC1D23")
+    out: list[dict[str, object]] = []
+    for n in range(1, 7):
+        slot2 = Slot("04599999999", "work") if n >= 4 else Slot()
+        frame = encode_status(n, T0 + n * 1000, kmh=60.0 + n / 4, odometer_m=1000 + 17 * n,
+                              ignition=n != 5, slot1=Slot("04512345678", "drive"), slot2=slot2)
+        out += [dict(r) for r in decoder.feed(frame)]
+    return out
+
+
+def test_frames_the_encoder_rebuilds_are_dropped_odd_ones_kept_verbatim() -> None:
+    from collector import disc_raw
+    from collector.disc import RAW_FLAGS, _drop_raw
+
+    recs = _registrador_day()
+    assert [r["kind"] for r in recs][:3] == ["speed", "driver", "driver"]  # frame 1: 3 records
+    corrupt = next(i for i, r in enumerate(recs) if r["kind"] == "speed" and r["device_seq"] == 3)
+    raw = str(recs[corrupt]["raw"])
+    recs[corrupt]["raw"] = raw[:-4] + ("0000" if raw[-4:] != "0000" else "ffff")  # bad CRC
+    odd = next(i for i, r in enumerate(recs) if r["kind"] == "speed" and r["device_seq"] == 6)
+    recs[odd]["raw"] = str(recs[odd]["raw"]).upper()          # not the canonical hex
+    prev, texts = GENESIS, []
+    for seq, rec in enumerate(recs, 1):
+        rec = {**rec, "agent": "a", "seq": seq, "prev": prev}
+        prev = record_hash(rec)
+        texts.append(orjson.dumps(rec).decode())
+    assert decode_day(encode_day(texts)) == texts
+    parsed = [orjson.loads(t) for t in texts]
+    flags = _drop_raw(parsed, {"raw": [r["raw"] for r in parsed]})
+    how = {(r["kind"], r["device_seq"], r.get("slot")): h
+           for r, h in zip(parsed, flags, strict=True)}
+    # frame 1 starts the day: kept; its driver records repeat it
+    assert how[("speed", 1, None)] == disc_raw.NONE
+    assert how[("driver", 1, 1)] == disc_raw.REPEAT
+    assert how[("speed", 2, None)] == disc_raw.STATUS       # rebuilt from frame 1
+    assert how[("speed", 3, None)] == disc_raw.NONE         # the corrupt CRC: kept verbatim
+    assert how[("speed", 4, None)] == disc_raw.NONE         # a card entered slot 2: kept
+    assert how[("speed", 5, None)] == disc_raw.STATUS       # ignition off: rebuilt
+    assert how[("speed", 6, None)] == disc_raw.NONE         # upper-case hex: kept as written
+    assert RAW_FLAGS.startswith("\x00")
