@@ -157,6 +157,8 @@ _PLACES: Final[Mapping[str, Mapping[str, int]]] = {
     for kind in {k for k, _ in PRECISION}
 }
 _NO_PLACES: Final[Mapping[str, int]] = {}
+#: 10**places as a double (exact: a power of ten up to 10**22 is a double).
+_SCALES: Final[Mapping[int, float]] = {places: float(10**places) for places in PRECISION.values()}
 _FLAT_TYPES: Final = frozenset({str, int, float, bool, type(None)})
 
 
@@ -200,7 +202,14 @@ def _flat_record(rec: Mapping[str, Any]) -> bytes | None:
             if type(value) is not float:
                 continue
             if key in places:
-                value = round(value, places[key])
+                scale = _SCALES[places[key]]
+                # Already at its precision (the agent rounds what it records): then
+                # round(value, places) is value itself, and n / scale == value says so for
+                # |value| < 1e6, where n / scale is the double nearest the decimal
+                # n * 10**-places and a double's error is far below half a last place. The
+                # check costs a multiplication and a division; round() writes the decimal out.
+                if not (-1e6 < value < 1e6 and round(value * scale) / scale == value):
+                    value = round(value, places[key])
             size = abs(value)
             if not size < math.inf or 1e-6 <= size < 1e-5:
                 return None

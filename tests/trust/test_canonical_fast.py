@@ -63,6 +63,9 @@ _record_values = (
                        "2026-02-30T14:00:01.000Z", "1969-12-31T23:59:59.999Z",
                        "2026-03-02T14:00:01.123456Z", "2026-03-02t14:00:01.000z"])
     | st.floats(min_value=-500, max_value=500)
+    # values already at a documented precision (what the agent records): 7 and 2 decimals
+    | st.integers(-(10**10), 10**10).map(lambda n: n / 10**7)
+    | st.integers(-(10**6), 10**6).map(lambda n: n / 100)
     | st.lists(st.integers(), max_size=2)
 )
 _record_keys = _keys | st.sampled_from(["ts", "scheduled", "incident_ts", "kmh", "lat", "lon",
@@ -75,6 +78,8 @@ _record_keys = _keys | st.sampled_from(["ts", "scheduled", "incident_ts", "kmh",
 @example("position", {"lat": -23.51234565, "lon": -46.6252, "kmh": 74.085, "course": 90.0,
                       "ts": "2026-03-02T14:00:01.000Z"})
 @example("speed", {"kmh": 1e-6 + 61.0 - 61.0, "ts": "2026-03-02T11:00:01.5-03:00"})
+@example("position", {"lat": -23.5123457, "lon": -46.62, "kmh": 74.08, "course": 0.07,
+                      "ts": "2026-03-02T14:00:01.000Z"})
 def test_the_one_pass_record_path_is_the_two_step_path(kind: object,
                                                        rec: dict[str, object]) -> None:
     """canonical()'s one pass over a flat record gives exactly jcs(normalized(rec)), and refuses
