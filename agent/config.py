@@ -202,6 +202,9 @@ class UplinkConfig(_Strict):
     batch_interval_ms: Annotated[int, Field(ge=0, le=600_000)] = 1000
     max_in_flight: Annotated[int, Field(ge=1, le=100)] = 16
     ack_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    #: The longest wait for an answer before a batch is sent again: the waits double from
+    #: ack_timeout_s while the collector does not answer (agent/flights.py).
+    resend_max_s: Annotated[float, Field(gt=0)] = 300.0
     compress: bool = True
 
 

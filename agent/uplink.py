@@ -4,7 +4,9 @@ paho-mqtt 2.x, QoS 1, a persistent session (``clean_session=False``), a retained
 will and a retained ``online`` on every connect, TLS for ``mqtts://``. A broker's PUBACK is not
 trusted: a record is uploaded only when the collector's :class:`~protocols.uplink.Ack` says it is
 *stored* (or *rejected*, with a reason, never resent). A batch not answered within
-``ack_timeout_s`` is sent again; the collector stores each record once.
+``ack_timeout_s`` is sent again, then after longer and longer waits (capped exponential backoff
+with jitter, ``agent/flights.py``) until the collector answers; the collector stores each record
+once.
 
 Backlog policy (``firmware-notes/mqtt.md``): at every connect the records already pending become
 the *backlog*; newer ones are *live*. Each send round first sends the live records (a full batch,
@@ -14,13 +16,11 @@ batches from the oldest backlog. Live data never waits behind a three-day backlo
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import paho.mqtt.client as mqtt
@@ -29,6 +29,7 @@ from agent.acks import AckGate
 from agent.buffer import Buffer, BufferError
 from agent.checkpoints import CheckpointSigner
 from agent.config import AgentConfig
+from agent.flights import Flights, ResendBackoff
 from protocols.identity import load_signing_key
 from protocols.mqtt_client import MqttClient, MqttError, MqttSettings, TlsFiles, Will, make_client
 from protocols.uplink import (
@@ -67,15 +68,6 @@ def mqtt_settings(config: AgentConfig, agent: str) -> MqttSettings:
 
 
 @dataclass
-class Flight:
-    """A batch sent and not yet answered by the collector."""
-
-    seqs: set[int]
-    sent_at: float
-    lane: str  # "live", "backlog" or "resend"
-
-
-@dataclass
 class UplinkStats:
     """Counters for the agent's status and the demo."""
 
@@ -91,18 +83,6 @@ class UplinkStats:
     bytes_sent: int = 0
     flights: int = 0
     extra: dict[str, int] = field(default_factory=dict)
-
-
-def _covered(ranges: list[tuple[int, int]]) -> Callable[[int], bool]:
-    """A membership test for a list of inclusive seq ranges."""
-    ordered = sorted(ranges)
-    starts = [a for a, _ in ordered]
-
-    def test(seq: int) -> bool:
-        i = bisect.bisect_right(starts, seq) - 1
-        return i >= 0 and ordered[i][0] <= seq <= ordered[i][1]
-
-    return test
 
 
 class Uplink:
@@ -127,8 +107,8 @@ class Uplink:
         #: The buffer's replay count last seen (``frota agent replay``; agent/buffer.py).
         self._replay_gen = self.buffer.replay_gen()
         self._stop = threading.Event()
-        self._flights: dict[int, Flight] = {}
-        self._next_flight = 1
+        self._flights = Flights(ResendBackoff(config.uplink.ack_timeout_s,
+                                              config.uplink.resend_max_s))
         self._live_floor = 0
         self._live_cursor = 0
         self._backlog_cursor = 0
@@ -257,6 +237,7 @@ class Uplink:
             self._live_cursor = self._live_floor
             self._backlog_cursor = 0
             self._live_waiting_since = None
+            self._flights.reconnected()
         self._resend_late()
         self._send_live()
         self._send_backlog()
@@ -305,23 +286,13 @@ class Uplink:
         self.stats.conflicts += len(conflicts)
         for seq in conflicts:
             log.warning("collector holds another record as seq %d: kept apart, not sent again", seq)
-        answered = _covered(stored + [(a, b) for a, b, _ in rejected] + [(s, s) for s in conflicts])
-        for key in list(self._flights):
-            flight = self._flights[key]
-            flight.seqs = {s for s in flight.seqs if not answered(s)}
-            if not flight.seqs:
-                del self._flights[key]
+        self._flights.answered(stored + [(a, b) for a, b, _ in rejected]
+                               + [(s, s) for s in conflicts])
         self.stats.stored += sum(b - a + 1 for a, b in stored)
         self.stats.rejected += sum(b - a + 1 for a, b, _ in rejected)
         for first, last, reason in rejected:
             log.warning("collector rejected seq %d-%d: %s", first, last, reason)
         self.stats.last_ack_mono = time.monotonic()
-
-    def _in_flight(self) -> set[int]:
-        out: set[int] = set()
-        for flight in self._flights.values():
-            out |= flight.seqs
-        return out
 
     def _room(self, lane: str = "live") -> bool:
         limit = self.config.uplink.max_in_flight
@@ -330,17 +301,16 @@ class Uplink:
         return len(self._flights) < limit
 
     def _resend_late(self) -> None:
-        timeout = self.config.uplink.ack_timeout_s
+        """Send again what is still pending of the batches whose wait is over (agent/flights.py:
+        the waits grow while the collector does not answer)."""
         now = time.monotonic()
-        for key, flight in list(self._flights.items()):
-            if now - flight.sent_at < timeout:
-                continue
-            del self._flights[key]
+        for flight in self._flights.late(now):
             rows = self.buffer.pending_of(flight.seqs)
             if rows:
                 self.stats.resent_batches += 1
-                log.info("no answer for %d records after %.0fs: sending again", len(rows), timeout)
-                self._publish(rows, "resend")
+                log.info("no answer for %d records after %.1f s: sending again (next wait up to "
+                         "%.0f s)", len(rows), now - flight.sent_at, self._flights.backoff.ceiling())
+                self._publish(rows, "resend", flight.attempt + 1)
 
     def _send_live(self) -> None:
         cfg = self.config.uplink
@@ -364,7 +334,7 @@ class Uplink:
     def _send_backlog(self) -> None:
         cfg = self.config.uplink
         while self._room("backlog") and self._backlog_cursor < self._live_floor:
-            busy = self._in_flight()
+            busy = self._flights.seqs()
             nxt = self.buffer.pending(self._backlog_cursor, cfg.batch_records, upto=self._live_floor)
             rows = [row for row in nxt if row[0] not in busy]
             if not rows:
@@ -387,7 +357,7 @@ class Uplink:
             return None
         return self.checkpoints.for_batch(last, digest)
 
-    def _publish(self, rows: list[tuple[int, str]], lane: str) -> None:
+    def _publish(self, rows: list[tuple[int, str]], lane: str, attempt: int = 0) -> None:
         """Send rows as one batch with its checkpoint (split if the payload would be too large)
         and track it."""
         payload = encode_batch_json(
@@ -399,15 +369,14 @@ class Uplink:
         )
         if len(payload) > MAX_PAYLOAD_BYTES and len(rows) > 1:
             half = len(rows) // 2
-            self._publish(rows[:half], lane)
-            self._publish(rows[half:], lane)
+            self._publish(rows[:half], lane, attempt)
+            self._publish(rows[half:], lane, attempt)
             return
         try:
             self.client.send(up_topic(self.vehicle), payload, qos=1)
         except MqttError as err:
             log.info("%s: will resend after the ack timeout", err)
-        self._flights[self._next_flight] = Flight({s for s, _ in rows}, time.monotonic(), lane)
-        self._next_flight += 1
+        self._flights.sent({s for s, _ in rows}, lane, attempt)
         self.stats.batches_sent += 1
         self.stats.records_sent += len(rows)
         self.stats.bytes_sent += len(payload)

@@ -49,6 +49,8 @@ def test_defaults() -> None:
     assert config.client_id == "frota-ABC1D23"
     assert config.buffer.retention_days == 90
     assert config.buffer.commit_records == 1000
+    assert config.uplink.ack_timeout_s == 30.0
+    assert config.uplink.resend_max_s == 300.0  # agent-config.md
     assert config.devices[0].baudrate == 115_200
     assert config.broker.port == 1883
     assert not config.broker.tls_enabled
@@ -90,6 +92,7 @@ _DELETE = object()
         ("buffer.retention_days", 0, "buffer.retention_days:"),
         ("buffer.commit_records", "many", "buffer.commit_records:"),
         ("uplink.max_in_flight", 0, "uplink.max_in_flight:"),
+        ("uplink.resend_max_s", 0, "uplink.resend_max_s:"),
         ("uplink.compress", "maybe", "uplink.compress:"),
         ("devices.0.protocol", "can", "devices[0].protocol:"),
         ("devices.0.parity", "X", "devices[0].parity:"),
