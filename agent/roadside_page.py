@@ -56,7 +56,7 @@ class BufferDay:
             "AND ts_ms < ? ORDER BY ts_ms", (kind, since_ms, until_ms)).fetchall()
         return [(int(ms), float(kmh)) for ms, kmh in rows if isinstance(kmh, int | float)]
 
-    def events(self, vehicle: str, since_ms: int, until_ms: int) -> list[str]:
+    def events(self, vehicle: str, since_ms: int, until_ms: int, exact: bool = True) -> list[str]:
         """Bodies of the non-sample records in [since, until), in (ts, seq) order."""
         rows = self.conn.execute(
             "SELECT body FROM records WHERE ts_ms >= ? AND ts_ms < ? AND kind NOT IN "

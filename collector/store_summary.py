@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 
-from collector import store_disc
+from collector import disc_columns, store_disc
+from protocols.records import ts_to_ms
 
 
 @dataclass(frozen=True)
@@ -106,18 +107,57 @@ class StoreSummaries:
         return out
 
     # -- what the pages read (collector/web/dayview.py, tripview.py) ----------------------------------------
-    def events(self, vehicle: str, since_ms: int, until_ms: int) -> list[str]:
+    def events(self, vehicle: str, since_ms: int, until_ms: int, exact: bool = True) -> list[str]:
         """A vehicle's records other than the ``speed``/``position`` samples (driver, trip, door,
         device, incident, report) with since <= ts < until, in (ts, seq) order: the partial index
-        ``idx_records_events`` reads them without touching the samples."""
+        ``idx_records_events`` reads them without touching the samples. ``exact=False`` (the
+        pages): a compacted day's are rebuilt from its columns (collector/disc_columns.py),
+        without a ``prev`` the codec dropped, instead of decoding the day whole."""
         # no ORDER BY: with one the planner walks idx_records_vehicle_ts_ms_seq (it gives the
         # order) and reads every sample; these few rows are sorted here instead
         rows = self._read(
             "SELECT ts_ms, seq, id, record FROM records WHERE vehicle = ? AND ts_ms >= ? "
             "AND ts_ms < ? AND kind NOT IN ('speed', 'position')", (vehicle, since_ms, until_ms))
-        rows += [(r.ts_ms, r.seq, -1, r.text) for r in self._packed(vehicle, since_ms, until_ms)
-                 if r.kind not in ("speed", "position")]
+        if exact:
+            rows += [(r.ts_ms, r.seq, -1, r.text) for r in self._packed(vehicle, since_ms, until_ms)
+                     if r.kind not in ("speed", "position")]
+        else:
+            rows += self._packed_events(vehicle, since_ms, until_ms)
         return [str(row[3]) for row in sorted(rows, key=lambda r: (int(r[0]), int(r[1]), int(r[2])))]
+
+    def _packed_events(self, vehicle: str, since_ms: int,
+                       until_ms: int) -> list[tuple[int, int, int, str]]:
+        """(ts ms, seq, -1, text) of the compacted days' non-sample records, from their columns
+        where the day can be read so."""
+        out: list[tuple[int, int, int, str]] = []
+        for day in store_disc.days(self, vehicle, since_ms, until_ms):  # type: ignore[arg-type]
+            cols = disc_columns.day_columns(self, day.vehicle, day.day)
+            if cols is None:
+                out += [(r.ts_ms, r.seq, -1, r.text) for r in store_disc.day_records(
+                    self, [day], since_ms, until_ms)  # type: ignore[arg-type]
+                    if r.kind not in ("speed", "position")]
+                continue
+            out += [(ts_to_ms(rec["ts"]), int(rec.get("seq") or 0), -1,
+                     orjson.dumps(rec).decode()) for rec in cols.events(since_ms, until_ms)]
+        return out
+
+    def _packed_speeds(self, vehicle: str, kind: str, since_ms: int,
+                       until_ms: int) -> list[tuple[int, float]]:
+        """(ts ms, kmh) of the compacted days' ``kind`` records carrying a speed, read from the
+        days' ``ts``, ``kind`` and ``kmh`` columns only (collector/disc_columns.py) where the day
+        can be read so, else from the day decoded whole."""
+        out: list[tuple[int, float]] = []
+        for day in store_disc.days(self, vehicle, since_ms, until_ms):  # type: ignore[arg-type]
+            cols = disc_columns.day_columns(self, day.vehicle, day.day)
+            if cols is None:
+                for r in store_disc.day_records(self, [day], since_ms,  # type: ignore[arg-type]
+                                                until_ms):
+                    kmh = orjson.loads(r.text).get("kmh") if r.kind == kind else None
+                    if kmh is not None:
+                        out.append((r.ts_ms, float(kmh)))
+                continue
+            out += cols.speeds(kind, since_ms, until_ms)
+        return out
 
     def _packed(self, vehicle: str, since_ms: int, until_ms: int) -> list[store_disc.DayRow]:
         """The compacted days' rows of a vehicle with since <= ts < until, in (ts, seq) order
@@ -146,11 +186,11 @@ class StoreSummaries:
         rows = self._read(
             f"SELECT ts_ms, {self._number('kmh')} FROM records WHERE vehicle = ? AND ts_ms >= ? "
             f"AND ts_ms < ? AND kind = '{kind}' ORDER BY ts_ms", (vehicle, since_ms, until_ms))
-        packed = [(r.ts_ms, orjson.loads(r.text).get("kmh"))
-                  for r in self._packed(vehicle, since_ms, until_ms) if r.kind == kind]
-        if packed:
-            rows = list(heapq.merge(rows, packed, key=lambda r: int(r[0])))
-        return [(int(ms), float(kmh)) for ms, kmh in rows if kmh is not None]
+        raw = [(int(ms), float(kmh)) for ms, kmh in rows if kmh is not None]
+        packed = self._packed_speeds(vehicle, kind, since_ms, until_ms)
+        if not packed:
+            return raw
+        return list(heapq.merge(raw, packed, key=lambda r: r[0])) if raw else packed
 
     def latest(self, vehicle: str, kind: str, before_ms: int | None = None) -> str | None:
         """A vehicle's latest record of ``kind`` (with ts < ``before``), or None."""

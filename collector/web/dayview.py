@@ -186,10 +186,11 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
     out.distance_km = km_ms / 3_600_000
     if best >= 0:
         out.max_kmh, out.max_at_ms = best, best_at
-    for rec in map(orjson.loads, store.events(vehicle, day.lo_ms - 24 * 3_600_000, day.lo_ms)):
+    for rec in map(orjson.loads, store.events(vehicle, day.lo_ms - 24 * 3_600_000, day.lo_ms,
+                                               exact=False)):
         if rec["kind"] == "driver" and rec.get("slot") == 1:
             out.first_driver = _mapped(registry, rec)
-    for rec in map(orjson.loads, store.events(vehicle, day.lo_ms, day.hi_ms)):
+    for rec in map(orjson.loads, store.events(vehicle, day.lo_ms, day.hi_ms, exact=False)):
         event = _event(registry, rec)
         if event is not None:
             out.events.append(event)
@@ -312,7 +313,7 @@ def driver_day(store: Store, registry: Registry, driver: str, day: Day, vehicles
     found: list[Piece] = []
     look_back = day.lo_ms - 24 * 3_600_000      # who held the slots at midnight
     for vehicle in vehicles:
-        recs = [r for r in map(orjson.loads, store.events(vehicle, look_back, day.hi_ms))
+        recs = [r for r in map(orjson.loads, store.events(vehicle, look_back, day.hi_ms, exact=False))
                 if r["kind"] == "driver"]
         spans = _slot_spans(registry, driver, recs, day.lo_ms, day.hi_ms)
         if not spans:
