@@ -9,9 +9,9 @@ the blob's header and only the columns asked for (deltas of deltas summed back, 
 through :func:`itertools.accumulate`), and lines them up with the records through the shapes;
 :meth:`DayColumns.events` rebuilds the non-sample records from their columns — without a
 ``prev`` the codec dropped (it is the hash of the record before; display readers do not need
-it, and ``Store.records`` still gives the exact texts).
+it, nor a ``raw`` frame the codec rebuilds; ``Store.records`` still gives the exact texts).
 
-The blob's layout is :mod:`collector.disc`'s (version 1); a blob this module does not read
+The blob's layout is :mod:`collector.disc`'s (versions 1 and 2); a blob this module does not read
 (another version, times not in canonical form) gives None and the caller decodes it whole.
 """
 
@@ -81,7 +81,7 @@ class DayColumns:
 
     def events(self, since_ms: int, until_ms: int) -> list[dict[str, Any]]:
         """The records other than samples with since <= ts < until, rebuilt from their columns
-        (a ``prev`` the codec dropped is left out)."""
+        (a ``prev`` or a ``raw`` the codec dropped, to rebuild on a whole decode, is left out)."""
         ts_ms = self.ts_ms
         wanted = [i for i, k in enumerate(self.kinds)
                   if k != "speed" and k != "position" and since_ms <= ts_ms[i] < until_ms]
@@ -113,7 +113,7 @@ class DayColumns:
 
 
 def _project(blob: bytes) -> DayColumns | None:
-    if not blob or blob[0] != disc.VERSION:
+    if not blob or blob[0] not in disc.VERSIONS:
         return None
     plain = zstandard.ZstdDecompressor().decompress(blob[1:])
     size = int.from_bytes(plain[:4], "little")
