@@ -8,21 +8,23 @@ it: each record carries its upload state (pending, stored, rejected with the col
 only stored records are deleted: past the retention, or the oldest first on a full disk.
 
 One :class:`Buffer` (one sqlite3 connection) per thread: WAL lets the uplink read while the
-writer (``agent/writer.py``) commits. The schema and its named migrations are in
-``agent/schema.py``, the disk's reserve in ``agent/diskroom.py``.
+writer (``agent/writer.py``) commits. Its parts, one job each: how the database is opened and
+made durable (``agent/buffer_db.py``), the schema and its named migrations
+(``agent/schema.py``), records turned into numbered, chained rows (``agent/buffer_rows.py``)
+and the frame runs that know what was captured (``agent/frames.py``), the collector's answers
+as upload states (``agent/upload_states.py``), the disk's reserve (``agent/diskroom.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import orjson
 
@@ -36,13 +38,13 @@ from agent.buffer_db import WAL_PAGES as WAL_PAGES
 from agent.buffer_db import BufferError as BufferError
 from agent.buffer_db import Counts as Counts
 from agent.buffer_db import connect, is_full
+from agent.buffer_rows import Timed, build_rows, hash_hex
 from agent.diskroom import release_reserve, reserve_path
-from agent.frames import FrameRuns
 from agent.schema import MIGRATIONS as MIGRATIONS  # re-exported: the tests check the names
 from agent.schema import migrate, transaction
-from protocols.canonical import canonical
+from agent.upload_states import mark_answers, replay
 from protocols.chain import GENESIS, record_hash
-from protocols.records import Record, RecordError, device_key, ts_to_ms
+from protocols.records import Record, RecordError, ts_to_ms
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -50,26 +52,6 @@ _T = TypeVar("_T")
 def _wall_ms() -> int:
     # Diagnostics only (when a record was captured or acknowledged); never a record's ts.
     return hostclock.wall_ms()
-
-
-def _body(rec: Record, agent: str, seq: int, prev: str) -> tuple[str, bytes]:
-    """The record as stored and sent — common fields first, then agent, seq and ``prev`` (the
-    chain hash of the record before it), then the rest — and its own chain hash (32 bytes: the
-    SHA-256 of its canonical form, :func:`protocols.chain.record_hash` in binary)."""
-    out: dict[str, Any] = {"vehicle": rec["vehicle"], "ts": rec["ts"], "kind": rec["kind"]}
-    out["agent"] = agent
-    out["seq"] = seq
-    out["prev"] = prev
-    for key, value in rec.items():
-        if key not in out:
-            out[key] = value
-    # orjson: the same compact UTF-8 JSON as records.dumps, several times faster on the Pi.
-    return orjson.dumps(out).decode(), hashlib.sha256(canonical(out)).digest()
-
-
-def _hex(digest: bytes | str) -> str:
-    """A stored chain hash as hex: 32 bytes (since 0006-compact-rows), or hex text before."""
-    return digest.hex() if isinstance(digest, bytes) else str(digest)
 
 
 class Buffer:
@@ -144,14 +126,15 @@ class Buffer:
         if not items and not states:
             return []
         now = _wall_ms()
-        timed = [(source, rec, ts_to_ms(rec["ts"]), rec.get("device_seq")) for source, rec in items]
+        timed: list[Timed] = [
+            (source, rec, ts_to_ms(rec["ts"]), rec.get("device_seq")) for source, rec in items]
         seqs: list[int] = []
         with self._failing("write to"):
             self._limit_growth()
             with transaction(self.conn):
                 seq = self._last_seq() + 1
                 prev = self._last_hash()
-                rows = self._rows(timed, seq, prev, now)
+                rows = build_rows(self.conn, self.agent, timed, seq, prev, now)
                 if rows:
                     self.conn.executemany(
                         "INSERT INTO records (seq, ts_ms, kind, source, device_seq, body, "
@@ -170,51 +153,6 @@ class Buffer:
                         (f"state:{source}", state),
                     )
         return seqs
-
-    def _rows(
-        self, timed: list[tuple[str, Record, int, Any]], seq: int, prev: str, now: int
-    ) -> list[tuple[Any, ...]]:
-        """The rows to insert, numbered from ``seq`` and chained from ``prev``: frames already
-        captured and records already given (the same :func:`device_key`) left out; the runs of
-        captured frames updated (in the caller's transaction)."""
-        runs = FrameRuns(self.conn, FrameRuns.window_of(
-            (source, device_seq) for source, _, _, device_seq in timed if device_seq is not None))
-        rows: list[tuple[Any, ...]] = []
-        given: set[tuple[str, str]] = set()  # (source, device_key) of this frame's records
-        frame: tuple[str, int, int] | None = None
-        repeat = new_frame = False
-        for source, rec, ts_ms, device_seq in timed:
-            if device_seq is None:
-                frame, repeat = None, False
-            elif frame != (source, device_seq, ts_ms):
-                frame = (source, device_seq, ts_ms)
-                repeat = runs.known(source, device_seq, ts_ms)
-                new_frame = not repeat
-                given.clear()
-            if repeat:
-                continue
-            key: tuple[str, str] | None = None
-            if device_seq is not None:
-                # A new frame has no record in the buffer yet (its run would know it): only
-                # its own records can share a device_key.
-                key = (source, str(device_key(rec, ts_ms)))
-                if key in given:
-                    continue
-            try:
-                body, digest = _body(rec, self.agent, seq, prev)
-            except RecordError as err:  # no canonical form: it cannot be chained
-                log.error("record dropped, it cannot be chained: %s", err)
-                continue
-            if device_seq is not None and key is not None:
-                given.add(key)
-                if new_frame:
-                    runs.note(source, device_seq, ts_ms)
-                    new_frame = False
-            rows.append((seq, ts_ms, rec["kind"], source, device_seq, body, now, digest))
-            seq += 1
-            prev = digest.hex()
-        runs.save()
-        return rows
 
     def _limit_growth(self) -> None:
         """Cap the database (``max_page_count``) so ``keep_free`` bytes stay free on its disk."""
@@ -330,7 +268,7 @@ class Buffer:
                         digest = record_hash(orjson.loads(body))
                     except (RecordError, orjson.JSONDecodeError):
                         continue
-                out[int(seq)] = _hex(digest)
+                out[int(seq)] = hash_hex(digest)
         return out
 
     def pending_in(self, first: int, last: int) -> int:
@@ -371,28 +309,8 @@ class Buffer:
         conflicts: Sequence[int] = (),
         retryable: Sequence[bool] = (),
     ) -> int:
-        now = _wall_ms()
-        changed = 0
         with self._failing("write to"), transaction(self.conn):
-            for seq in conflicts:
-                changed += self.conn.execute(
-                    "UPDATE records SET state = 3, acked_ms = ? WHERE seq = ? AND state = 0",
-                    (now, seq),
-                ).rowcount
-            for first, last in stored:
-                changed += self.conn.execute(
-                    "UPDATE records SET state = 1, acked_ms = ? "
-                    "WHERE seq BETWEEN ? AND ? AND state = 0",
-                    (now, first, last),
-                ).rowcount
-            for i, (first, last, reason) in enumerate(rejected):
-                again = int(bool(retryable[i])) if i < len(retryable) else 0
-                changed += self.conn.execute(
-                    "UPDATE records SET state = 2, reason = ?, retryable = ?, acked_ms = ? "
-                    "WHERE seq BETWEEN ? AND ? AND state = 0",
-                    (reason, again, now, first, last),
-                ).rowcount
-        return changed
+            return mark_answers(self.conn, stored, rejected, conflicts, retryable, _wall_ms())
 
     def _last_seq(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()
@@ -450,16 +368,7 @@ class Buffer:
         starts its backlog over (agent/uplink.py). Returns how many records go again."""
         upto = MAX_REPLAY_SEQ if last is None else last
         with self._failing("write to"), transaction(self.conn):
-            changed = int(self.conn.execute(
-                "UPDATE records SET state = ?, reason = NULL, retryable = 0, acked_ms = NULL "
-                "WHERE state = ? AND retryable = 1 AND seq BETWEEN ? AND ?",
-                (PENDING, REJECTED, first, upto),
-            ).rowcount)
-            if changed:
-                self.conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('replay_gen', '1') ON CONFLICT (key) "
-                    "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
-        return changed
+            return replay(self.conn, first, upto)
 
     def replay_gen(self) -> int:
         """How many replays were asked of this buffer (0: none): the uplink's cue."""
