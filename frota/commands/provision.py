@@ -87,6 +87,16 @@ def register(subparsers: Any) -> None:
                      "here)")
     dyn.set_defaults(func=_dynsec)
 
+    app = sub.add_parser("apply", help="the running broker takes the fleet's changes",
+                         description="Make the running broker take the fleet's logins and roles "
+                         "without a restart (fleets on the dynamic security plugin): a new bus "
+                         "or collector may log in, a revoked bus is disconnected and refused. "
+                         "Uses provisioning's own broker login (DIR/provision/password).")
+    app.add_argument("dir", metavar="DIR", type=Path)
+    app.add_argument("--broker", metavar="URL",
+                     help="the broker as this machine reaches it (default: the fleet's URL)")
+    app.set_defaults(func=_apply_now)
+
 
 def _fleet(folder: Path) -> Any:
     from frota.provision.fleet import ProvisionError, load
@@ -101,11 +111,12 @@ def _run(action: Any) -> Any:
     from frota.provision.broker import BrokerFileError
     from frota.provision.dynsec import DynsecError
     from frota.provision.fleet import ProvisionError
+    from frota.provision.live import ApplyError
     from protocols.identity import IdentityError
 
     try:
         return action()
-    except (ProvisionError, BrokerFileError, DynsecError, IdentityError) as err:
+    except (ProvisionError, BrokerFileError, DynsecError, ApplyError, IdentityError) as err:
         raise UserError(str(err)) from err
     except OSError as err:
         raise UserError(f"{err.filename or 'file'}: {err.strerror}") from err
@@ -115,8 +126,8 @@ def _apply(state: Any) -> str:
     """How the running broker takes a change (docs/trust.md)."""
     if state.dynsec_plugin is None:
         return "reload the broker (SIGHUP)"
-    return ("restart the broker (systemctl restart mosquitto: Mosquitto 2.0 reads the dynamic "
-            "security file only when it starts)")
+    return (f"run frota provision apply {state.folder} (or restart the broker: Mosquitto 2.0 "
+            "reads the dynamic security file only when it starts; SIGHUP does not)")
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -177,4 +188,16 @@ def _dynsec(args: argparse.Namespace) -> int:
     plugin = _run(lambda: fleet.use_dynsec(state, args.dynsec_plugin))
     print(f"the broker's logins and roles are in {state.dynsec_path} (plugin {plugin}); "
           f"{_apply(state)}")
+    return 0
+
+
+def _apply_now(args: argparse.Namespace) -> int:
+    from frota.provision import live
+    from protocols.uplink import mask_url
+
+    state = _fleet(args.dir)
+    done = _run(lambda: live.apply(state, args.broker))
+    print(f"the broker at {mask_url(args.broker or state.broker_url)} runs the fleet's logins: "
+          f"{len(done.created)} added ({', '.join(done.created) or 'none'}), "
+          f"{len(done.deleted)} removed ({', '.join(done.deleted) or 'none'})")
     return 0

@@ -13,11 +13,15 @@ writes its configuration file instead (``DIR/mosquitto/dynamic-security.json``, 
   subscribe to ``frota/v1/+/up``, ``frota/v1/+/status`` and ``$share/<any group>/frota/v1/+/up``;
 - role ``frota-vehicle-ID`` per bus: writes its own ``up`` and ``status``, reads and may subscribe
   to its own ``ack`` and ``status`` only;
+- role ``frota-provision`` for provisioning's own login (:data:`ADMIN_USER`, a name no bus or
+  collector can have): the plugin's control topic, through which ``frota provision apply`` makes
+  a running broker take a change (:mod:`frota.provision.live`);
 - everything else is refused (``defaultACLAccess``: only unsubscribing is allowed).
 
 Mosquitto 2.0 reads this file when it starts (a SIGHUP does not re-read it), and writes it back
-only when a client changes it through ``$CONTROL/dynamic-security``, which no provisioned client
-may do: the file provisioning writes is the one the broker runs with after a restart.
+after each change made through ``$CONTROL/dynamic-security``, which only provisioning's login may
+make (it writes its own version back afterwards): the file provisioning writes is the one the
+broker runs with after a restart.
 """
 
 from __future__ import annotations
@@ -52,6 +56,10 @@ SALT_BYTES: Final = 12
 HASH_BYTES: Final = 64
 COLLECTOR_ROLE: Final = "frota-collector"
 VEHICLE_ROLE_PREFIX: Final = "frota-vehicle-"
+ADMIN_ROLE: Final = "frota-provision"
+#: Provisioning's login: vehicle and collector names start with a letter or digit.
+ADMIN_USER: Final = "_frota-provision"
+CONTROL: Final = "$CONTROL/dynamic-security/v1"
 
 
 class DynsecError(RuntimeError):
@@ -112,6 +120,32 @@ def vehicle_role(vehicle: str) -> dict[str, Any]:
             ]}
 
 
+def admin_role() -> dict[str, Any]:
+    """Provisioning's login sends the plugin's commands and reads its answers, nothing else."""
+    return {"rolename": ADMIN_ROLE, "textdescription": "frota provision apply", "acls": [
+        _acl("publishClientSend", CONTROL), _acl("publishClientReceive", CONTROL + "/response"),
+        _acl("subscribeLiteral", CONTROL + "/response"),
+    ]}
+
+
+def roles(vehicles: Iterable[str]) -> list[dict[str, Any]]:
+    """Every role of a fleet whose active buses are ``vehicles``."""
+    return [admin_role(), collector_role(), *(vehicle_role(v) for v in sorted(vehicles))]
+
+
+def role_of(username: str, collectors: Iterable[str], vehicles: Iterable[str]) -> str | None:
+    """The role of login ``username`` when the fleet's collector logins are ``collectors`` and
+    its active buses ``vehicles`` (by membership, never by the shape of the name); None: no
+    role, the login may do nothing."""
+    if username == ADMIN_USER:
+        return ADMIN_ROLE
+    if username in set(collectors):
+        return COLLECTOR_ROLE
+    if username in set(vehicles):
+        return VEHICLE_ROLE_PREFIX + username
+    return None
+
+
 def read_clients(path: Path) -> dict[str, dict[str, Any]]:
     """The clients (by username) of the file at ``path``; none when it does not exist."""
     try:
@@ -134,19 +168,16 @@ def write(path: Path, clients: dict[str, dict[str, Any]], collectors: Iterable[s
     collector_set, vehicle_list = set(collectors), sorted(vehicles)
     kept = []
     for name in sorted(clients):
-        roles = []
-        if name in collector_set:
-            roles = [{"rolename": COLLECTOR_ROLE, "priority": 0}]
-        elif name in vehicle_list:
-            roles = [{"rolename": VEHICLE_ROLE_PREFIX + name, "priority": 0}]
-        client = {k: v for k, v in clients[name].items() if k != "roles"}
-        kept.append({**client, "roles": roles})
+        role = role_of(name, collector_set, vehicle_list)
+        granted = [] if role is None else [{"rolename": role, "priority": 0}]
+        client = {k: v for k, v in clients[name].items() if k not in ("roles", "groups")}
+        kept.append({**client, "roles": granted})
     doc = {
         "defaultACLAccess": {"publishClientSend": False, "publishClientReceive": False,
                              "subscribe": False, "unsubscribe": True},
         "clients": kept,
         "groups": [],
-        "roles": [collector_role(), *(vehicle_role(v) for v in vehicle_list)],
+        "roles": roles(vehicle_list),
     }
     write_secret(path, (json.dumps(doc, indent=1) + "\n").encode())
 

@@ -105,11 +105,34 @@ class Fleet:
         """Every broker username in use (collectors' and vehicles', revoked ones included)."""
         return {COLLECTOR_PREFIX + c for c in self.collectors} | set(self.vehicles)
 
+    def active_vehicles(self) -> list[str]:
+        """The buses not revoked."""
+        return [v for v, info in self.vehicles.items() if not info.get("revoked")]
+
+    def collector_logins(self) -> list[str]:
+        """The collectors' broker usernames."""
+        return [COLLECTOR_PREFIX + c for c in self.collectors]
+
+    @property
+    def admin_password_path(self) -> Path:
+        """Provisioning's own broker password (``frota provision apply``)."""
+        return self.folder / "provision" / "password"
+
+    def login_files(self) -> dict[str, Path]:
+        """Every broker login the fleet has now (provisioning's own when it has one, the
+        collectors', the active buses') and the 0600 file holding its password."""
+        logins = {COLLECTOR_PREFIX + c: self.folder / "collectors" / c / "password"
+                  for c in self.collectors}
+        logins |= {v: self.folder / "vehicles" / v / "password" for v in self.active_vehicles()}
+        if self.admin_password_path.exists():
+            logins[dynsec.ADMIN_USER] = self.admin_password_path
+        return logins
+
     def write_access(self, clients: dict[str, dict[str, Any]] | None = None) -> None:
         """Regenerate the ACL (or the dynamic security file's roles, its ``clients`` being
         ``clients`` or the file's own) from the collectors and the vehicles not revoked."""
-        active = [v for v, info in self.vehicles.items() if not info.get("revoked")]
-        collectors = [COLLECTOR_PREFIX + c for c in self.collectors]
+        active = self.active_vehicles()
+        collectors = self.collector_logins()
         if self.dynsec_plugin is not None:
             if clients is None:
                 clients = dynsec.read_clients(self.dynsec_path)
@@ -240,6 +263,7 @@ def init(
         broker.set_password(mosq / "passwd", "", None)
     else:
         fleet.write_access({})
+        _password(fleet, _mkdir(folder / "provision", 0o700), dynsec.ADMIN_USER)
     (mosq / "mosquitto.conf").write_text(
         broker.conf_text(mosq, mosq / "ca.crt", port=port, bind=bind, user=broker_user,
                          persistence=persistence, dynsec_plugin=plugin)
@@ -312,6 +336,16 @@ def revoke(fleet: Fleet, vehicle: str, at_ms: int | None = None) -> int:
     return count
 
 
+def ensure_admin(fleet: Fleet) -> bool:
+    """Give a fleet on the plugin provisioning's own login (``frota provision apply``) if it has
+    none (fleets provisioned before it); True when it was added (the broker learns it only at its
+    next start)."""
+    if fleet.dynsec_plugin is None or fleet.admin_password_path.exists():
+        return False
+    _password(fleet, _mkdir(fleet.admin_password_path.parent, 0o700), dynsec.ADMIN_USER)
+    return True
+
+
 def use_dynsec(fleet: Fleet, plugin: Path | None = None) -> Path:
     """Move a fleet on the password and ACL files to the dynamic security plugin (``plugin``,
     else the installed one): every active login, its password read from its 0600 file, into
@@ -324,13 +358,14 @@ def use_dynsec(fleet: Fleet, plugin: Path | None = None) -> Path:
     if found is None:
         raise ProvisionError("Mosquitto's dynamic security plugin was not found here: give "
                              "--dynsec-plugin PATH (its path on the broker's machine)")
-    logins = {COLLECTOR_PREFIX + c: fleet.folder / "collectors" / c / "password"
-              for c in fleet.collectors}
-    logins |= {v: fleet.folder / "vehicles" / v / "password"
-               for v, info in fleet.vehicles.items() if not info.get("revoked")}
-    clients = {user: dynsec.client(user, path.read_text(), user) for user, path in logins.items()}
     conf = fleet.mosquitto / "mosquitto.conf"
     text = broker.conf_with_dynsec(conf.read_text(), fleet.mosquitto, found)
+    if not fleet.admin_password_path.exists():
+        password = secrets.token_urlsafe(24)
+        _mkdir(fleet.admin_password_path.parent, 0o700)
+        identity.write_secret(fleet.admin_password_path, password.encode())
+    clients = {user: dynsec.client(user, path.read_text(), user)
+               for user, path in fleet.login_files().items()}
     fleet.dynsec_plugin = str(found)
     fleet.write_access(clients)
     conf.write_text(text)  # the same file: its owner and mode are kept

@@ -149,7 +149,8 @@ def test_secret_files_have_no_group_or_other_bits() -> None:
         secrets = [folder / "ca" / "ca.key", folder / "mosquitto" / "dynamic-security.json",
                    folder / "mosquitto" / "server.key", folder / "collectors" / "main" / "password",
                    folder / "collectors" / "main" / "signing.key",
-                   folder / "vehicles" / A / "password", folder / "vehicles" / A / "signing.key"]
+                   folder / "vehicles" / A / "password", folder / "vehicles" / A / "signing.key",
+                   folder / "provision" / "password"]
         for path in secrets:
             assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from frota.cli import main
+from tests.services import free_port
 
 
 def test_init_vehicle_revoke_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -38,8 +39,9 @@ def test_init_vehicle_revoke_and_errors(tmp_path: Path, capsys: pytest.CaptureFi
     keyring = json.loads((fleet / "keyring.json").read_text())["keys"]
     assert [k["revoked"] is not None for k in keyring if k["role"] == "vehicle"] == [True]
     access = json.loads((fleet / "mosquitto" / "dynamic-security.json").read_text())
-    assert [c["username"] for c in access["clients"]] == ["collector-main"]
-    assert [r["rolename"] for r in access["roles"]] == ["frota-collector"]
+    # Left: provisioning's own login (frota provision apply) and the collector.
+    assert [c["username"] for c in access["clients"]] == ["_frota-provision", "collector-main"]
+    assert [r["rolename"] for r in access["roles"]] == ["frota-provision", "frota-collector"]
     capsys.readouterr()
     for argv, message in (
         (["provision", "init", str(fleet)], "already holds a provisioned fleet"),
@@ -47,6 +49,8 @@ def test_init_vehicle_revoke_and_errors(tmp_path: Path, capsys: pytest.CaptureFi
         (["provision", "vehicle", str(fleet), "bad/id"], "must be 1-64 letters"),
         (["provision", "revoke", str(fleet), "NOPE"], "is not provisioned"),
         (["provision", "vehicle", str(tmp_path / "none"), "X1"], "is not a provisioned fleet"),
+        (["provision", "apply", str(fleet), "--broker", f"mqtts://127.0.0.1:{free_port()}"],
+         "connection refused"),
     ):
         assert main(argv) == 1
         err = capsys.readouterr().err

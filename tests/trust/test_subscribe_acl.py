@@ -88,3 +88,38 @@ def test_frota_provision_dynsec_moves_an_acl_file_fleet_to_the_plugin() -> None:
         refused = Client(running.port, running.fleet.ca_cert_path, A, running.password(A))
         assert refused.connect().is_failure
         refused.close()
+
+
+def test_frota_provision_apply_changes_the_running_broker_without_a_restart() -> None:
+    c = "JKL3M45"
+    with provisioned_broker((A, B)) as running:
+        pid = running.proc.pid
+        with connected(running, B) as bus_b:
+            provisioning.add_vehicle(running.fleet, c, "/tmp/unused.sqlite")
+            provisioning.revoke(running.fleet, B)
+            before = (running.fleet.dynsec_path).read_text()
+            assert main(["provision", "apply", str(running.fleet.folder)]) == 0
+            # The plugin disconnects the revoked bus at once.
+            assert bus_b.disconnected.wait(10)
+        assert running.proc.pid == pid  # no restart
+        assert running.proc.poll() is None
+        refused = Client(running.port, running.fleet.ca_cert_path, B, running.password(B))
+        assert refused.connect().is_failure
+        refused.close()
+        with connected(running, c) as bus_c, connected(running, "collector-main") as collector:
+            # The new bus has its role, no more: its own ack, nothing of the collectors'.
+            assert bus_c.suback(up_subscription("frota")).is_failure
+            assert not bus_c.suback(f"frota/v1/{c}/ack").is_failure
+            assert not collector.suback(up_subscription()).is_failure
+            bus_c.publish(up_topic(c), b"new bus")
+            assert collector.messages.get(timeout=10) == (up_topic(c), b"new bus")
+        # The file the next start reads is still provisioning's (the broker rewrote it after
+        # each command); a second apply has nothing to do.
+        assert running.fleet.dynsec_path.read_text() == before
+        assert main(["provision", "apply", str(running.fleet.folder)]) == 0
+        running.reload()  # and a restart keeps the same logins
+        with connected(running, c):
+            pass
+        refused = Client(running.port, running.fleet.ca_cert_path, B, running.password(B))
+        assert refused.connect().is_failure
+        refused.close()
