@@ -7,7 +7,8 @@ the only one with that right) compares the broker's clients and roles with the f
 what is missing (a new bus, a new collector: passwords from their 0600 files in the fleet's
 folder), deletes what the fleet no longer has (a revoked bus: the plugin disconnects it), then
 writes the fleet's file again — the broker rewrites that file after each command, and the fleet's
-version (what a restart reads) must stay the one provisioning wrote.
+version (what a restart reads) must stay the one provisioning wrote. Roles are compared by name:
+a role whose rules a newer Frota changed is taken at the broker's next start.
 """
 
 from __future__ import annotations
@@ -122,28 +123,35 @@ def apply(fleet: Fleet, url: str | None = None, timeout: float = 15.0) -> Applie
     roles = {r["rolename"]: r for r in dynsec.roles(vehicles)}
     password = logins[dynsec.ADMIN_USER].read_text()
     done = Applied()
-    errors: list[str] = []
-    with _Control(url or fleet.broker_url, fleet.ca_cert_path, password, timeout) as control:
-        listed = control.call([{"command": "listClients"}, {"command": "listRoles"}])
-        have_clients, have_roles = _names(listed[0], "clients"), _names(listed[1], "roles")
-        commands: list[dict[str, Any]] = []
-        for name in sorted(set(roles) - have_roles):
-            commands.append({"command": "createRole", **roles[name]})
-        for user in sorted(set(logins) - have_clients):
-            commands.append({"command": "createClient", "username": user, "textname": user,
-                             "password": logins[user].read_text(),
-                             "roles": [{"rolename": dynsec.role_of(user, collectors, vehicles),
-                                        "priority": 0}]})
-            done.created.append(user)
-        for user in sorted(have_clients - set(logins)):
-            commands.append({"command": "deleteClient", "username": user})
-            done.deleted.append(user)
-        for name in sorted(have_roles - set(roles)):
-            commands.append({"command": "deleteRole", "rolename": name})
-        if commands:
-            errors = [f"{a.get('command')}: {a['error']}" for a in control.call(commands)
-                      if a.get("error")]
-    fleet.write_access(clients)
+    try:
+        with _Control(url or fleet.broker_url, fleet.ca_cert_path, password, timeout) as control:
+            errors = _sync(control, logins, roles, collectors, vehicles, done)
+    finally:  # even when the broker stopped answering half-way through the commands
+        fleet.write_access(clients)
     if errors:
         raise ApplyError("the broker refused: " + "; ".join(errors))
     return done
+
+
+def _sync(control: _Control, logins: dict[str, Path], roles: dict[str, dict[str, Any]],
+          collectors: list[str], vehicles: list[str], done: Applied) -> list[str]:
+    """Create the missing roles and logins, delete those the fleet no longer has; the errors."""
+    listed = control.call([{"command": "listClients"}, {"command": "listRoles"}])
+    have_clients, have_roles = _names(listed[0], "clients"), _names(listed[1], "roles")
+    commands: list[dict[str, Any]] = []
+    for name in sorted(set(roles) - have_roles):
+        commands.append({"command": "createRole", **roles[name]})
+    for user in sorted(set(logins) - have_clients):
+        commands.append({"command": "createClient", "username": user, "textname": user,
+                         "password": logins[user].read_text(),
+                         "roles": [{"rolename": dynsec.role_of(user, collectors, vehicles),
+                                    "priority": 0}]})
+        done.created.append(user)
+    for user in sorted(have_clients - set(logins)):
+        commands.append({"command": "deleteClient", "username": user})
+        done.deleted.append(user)
+    for name in sorted(have_roles - set(roles)):
+        commands.append({"command": "deleteRole", "rolename": name})
+    if not commands:
+        return []
+    return [f"{a.get('command')}: {a['error']}" for a in control.call(commands) if a.get("error")]
