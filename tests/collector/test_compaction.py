@@ -278,3 +278,38 @@ def test_live_findings_are_unchanged_after_compaction(name: str, store: Store) -
     store_live.reset(store, live.fingerprint)   # the whole store replayed, from compacted days
     live.evaluate(last, last)
     assert sorted(store.findings()[0]) == before
+
+
+def test_one_compaction_at_a_time_and_the_daily_run(store: Store, store_url: str,
+                                                    tmp_path: Path) -> None:
+    import time
+
+    from collector.store import open_store
+
+    other = open_store(store_url)
+    try:
+        with compaction.compact_lease(store) as mine:
+            assert mine
+            with compaction.compact_lease(other) as theirs:
+                # PostgreSQL: the advisory lock is taken; SQLite has one writer anyway
+                assert theirs == (store.dialect == "sqlite")
+        with compaction.compact_lease(other) as theirs:
+            assert theirs                           # released
+    finally:
+        other.close()
+    key, _ = _signed(tmp_path)
+    _ingest(store, _records(), key)
+    runs: list[int] = []
+
+    def once() -> list[compaction.DayCompacted]:
+        runs.append(1)
+        return _compact(store)
+
+    daily = compaction.DailyCompaction(once, store, every_s=3600, first_after_s=0.01)
+    daily.start()
+    deadline = time.monotonic() + 30
+    while not runs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    daily.stop()
+    assert runs == [1]
+    assert [d.day for d in store_disc.days(store, BUS)] == ["2026-11-27", "2026-11-28"]
