@@ -1,8 +1,9 @@
 """``frota demo`` runs provisioned: its broker, collector and agent get a fleet of their own.
 
 The demo's fleet is made in ``WORKDIR/fleet`` exactly as an operator's (``frota provision init``
-and ``vehicle``), on a free loopback port: TLS, no anonymous access, the password file and ACL,
-signed checkpoints and acknowledgements; the collector's API needs a token, made here (admin).
+and ``vehicle``), on a free loopback port: TLS, no anonymous access, logins and roles in the
+broker's dynamic security plugin, signed checkpoints and acknowledgements; the collector's API
+needs a token, made here (admin).
 """
 
 from __future__ import annotations
