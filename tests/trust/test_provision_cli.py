@@ -56,3 +56,22 @@ def test_init_vehicle_revoke_and_errors(tmp_path: Path, capsys: pytest.CaptureFi
         err = capsys.readouterr().err
         assert message in err
         assert err.count("\n") == 1
+
+
+def test_without_the_plugin_init_warns_and_writes_the_password_and_acl_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from frota.provision import dynsec
+
+    monkeypatch.setattr(dynsec, "find_plugin", lambda: None)
+    fleet = tmp_path / "fleet"
+    assert main(["provision", "init", str(fleet), "--broker-user", "nobody-here"]) == 0
+    assert "dynamic security plugin was not found" in capsys.readouterr().err
+    conf = (fleet / "mosquitto" / "mosquitto.conf").read_text()
+    assert "acl_file" in conf
+    assert "plugin " not in conf
+    assert main(["provision", "vehicle", str(fleet), "ABC1D23"]) == 0
+    assert "reload the broker (SIGHUP)" in capsys.readouterr().out
+    assert "user ABC1D23" in (fleet / "mosquitto" / "acl").read_text()
+    assert main(["provision", "apply", str(fleet)]) == 1
+    assert "password and ACL files" in capsys.readouterr().err
