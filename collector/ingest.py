@@ -49,9 +49,11 @@ log = logging.getLogger(__name__)
 
 STATUS_SUBSCRIPTION: Final = f"{TOPIC_ROOT}/+/status"
 #: Batches read but not yet committed: bounds memory, and paho's thread waits when it is full.
-QUEUE_DEPTH: Final = 16
-#: At most this many queued batches are committed in one transaction (a group commit).
-GROUP: Final = 8
+QUEUE_DEPTH: Final = 128
+#: At most this many queued batches are committed in one transaction (a group commit: each kind
+#: of row of the whole group in one statement on PostgreSQL), and at most GROUP_RECORDS records.
+GROUP: Final = 128
+GROUP_RECORDS: Final = 5_000
 
 
 @dataclass
@@ -401,8 +403,10 @@ class Ingest:
         stopping = False
         while not stopping:
             items = [self._queue.get()]
-            while len(items) < GROUP and not self._queue.empty():
+            records = _records_of(items[0])
+            while len(items) < GROUP and records < GROUP_RECORDS and not self._queue.empty():
                 items.append(self._queue.get_nowait())
+                records += _records_of(items[-1])
             if None in items:  # close(): what came after the sentinel is not PUBACKed
                 stopping = True
                 items = items[: items.index(None)]
@@ -503,6 +507,11 @@ class Ingest:
             name: _vehicle_health(live, at, stale_after_s) for name, live in vehicles.items()
         }
         return out
+
+
+def _records_of(item: tuple[str, Prepared | bytes | None, int, int] | None) -> int:
+    """The record rows a queued item brings to a group commit."""
+    return len(item[1].rows) if item is not None and isinstance(item[1], Prepared) else 0
 
 
 def _refused_for_its_data(err: BaseException) -> bool:

@@ -28,7 +28,6 @@ See docs/collector.md, "Live findings". In short:
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from collector.live_state import CheckpointError, LiveEngine, fingerprint, resto
 from collector.rules.finding import Finding
 from collector.rules.profile import Profile
 from collector.store import Store
+from collector.store_partition import partition_records
 from protocols.records import ts_to_ms
 
 log = logging.getLogger(__name__)
@@ -142,14 +142,8 @@ class LiveRules:
     def _records(self, vehicles: list[str], since: int | None,
                  as_of_ms: int) -> Iterator[tuple[int, dict[str, Any]]]:
         """The partition's records with since <= ts <= as_of in ``frota check``'s order (ts,
-        vehicle, seq, agent): each vehicle's are in (ts, seq) order already, so a merge."""
-        def one(vehicle: str) -> Iterator[tuple[int, str, int, str, dict[str, Any]]]:
-            for text in self.store.records(vehicle, since, as_of_ms + 1):
-                rec = orjson.loads(text)
-                yield (ts_to_ms(rec["ts"]), vehicle, rec.get("seq") or 0, rec.get("agent") or "",
-                       rec)
-        for ms, _, _, _, rec in heapq.merge(*(one(v) for v in vehicles),
-                                            key=lambda item: item[:4]):
+        vehicle, seq, agent), its vehicles read together (collector/store_partition.py)."""
+        for ms, _, _, _, rec in partition_records(self.store, vehicles, since, as_of_ms + 1):
             yield ms, rec
 
     def _partition(self, part: str, vehicles: list[str], start: int | None,

@@ -173,6 +173,13 @@ class Store(StoreSummaries, ABC):
     def _executemany(self, tx: Any, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
         """Run ``sql`` for every row inside ``tx``; return how many rows it changed."""
 
+    def _counted_inserts(self, tx: Any, sql: str,
+                         batches: Sequence[Sequence[tuple[Any, ...]]]) -> list[int]:
+        """Run the ``INSERT … ON CONFLICT DO NOTHING`` ``sql`` for the rows of several batches
+        (rows whose first three columns are their identity: vehicle, agent, seq); how many rows
+        of each batch were new. Here one statement per batch; a backend may do all at once."""
+        return [self._executemany(tx, sql, rows) if rows else 0 for rows in batches]
+
     @abstractmethod
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read-only query."""
@@ -221,23 +228,26 @@ class Store(StoreSummaries, ABC):
         """:meth:`put` for several batches in ONE transaction (a group commit); how many records
         of each batch were new. Returns only after the commit. Past ``rejects_max_bytes`` the
         same transaction empties the oldest rejects' payloads (``collector/store_rejects.py``)."""
-        counts: list[int] = []
         with self._lock:
             tally = self.rejects_tally
             with self._transaction() as tx:
-                for i, (rows, rejects, vehicles) in enumerate(groups):
+                for rows, _, _ in groups:
                     if rows:  # a record of a compacted day reopens it first (store_disc.py)
                         store_disc.reopen_for(self, tx, rows, int(rows[0][-1]))
-                    counts.append(self._executemany(tx, INSERT_RECORD, rows) if rows else 0)
-                    part = chains[i] if i < len(chains) else None
-                    if part is not None:  # collector/store_chain.py: links, conflicts, checkpoint
-                        store_chain.write(self, tx, part, list(rows), counts[-1])
+                # Each kind of row of the whole group in one statement where the backend can
+                # (collector/store_pg.py: one round trip each, not one per batch).
+                counts = self._counted_inserts(tx, INSERT_RECORD, [rows for rows, _, _ in groups])
+                parts = [chains[i] if i < len(chains) else None for i in range(len(groups))]
+                store_chain.write_many(self, tx, parts, [list(rows) for rows, _, _ in groups],
+                                       counts)
+                for _, rejects, _ in groups:
                     if rejects:
                         self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
                         added = sum(len(r.payload) for r in rejects)
                         tally = replace(tally, kept_bytes=tally.kept_bytes + added)
-                    if vehicles:
-                        self._executemany(tx, self.upsert_vehicle_sql, vehicles)
+                vehicles = [row for _, _, rows in groups for row in rows]
+                if vehicles:
+                    self._executemany(tx, self.upsert_vehicle_sql, vehicles)
                 if self.rejects_max_bytes is not None and tally.kept_bytes > self.rejects_max_bytes:
                     tally = rejects_bound.drop_oldest_payloads(
                         self._query,

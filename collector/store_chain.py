@@ -18,6 +18,7 @@ Tables (named migration ``006_chain``, ``docs/trust.md``):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -70,31 +71,43 @@ def content(record_json: str) -> dict[str, Any]:
     return rec
 
 
-def write(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...]], new: int) -> None:
-    """Inside the batch's transaction: its links, its checkpoint, and the conflicts its records
-    make with what is stored (``rows``: the batch's record rows, ``new``: how many were new)."""
-    vehicle, agent, received = part.vehicle, part.agent, part.received_ms
-    if part.links:
-        added = store._executemany(
-            tx, INSERT_LINK, [(vehicle, agent, s, h, p, st, received) for s, h, p, st in part.links]
-        )
-        if added < len(part.links):
-            seqs = [s for s, _, _, _ in part.links]
-            known = dict(
-                store._query(
-                    "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq BETWEEN ? AND ?",
-                    (vehicle, agent, min(seqs), max(seqs)),
-                )
+def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
+               rows: Sequence[list[tuple[Any, ...]]], news: Sequence[int]) -> None:
+    """Inside the transaction of a group of batches (``None``: a batch without a chain part):
+    their links, the conflicts each batch's records make with what is stored (``rows``: each
+    batch's record rows, ``news``: how many of them were new), their checkpoints. The links of
+    every batch are inserted together, and so are the checkpoints."""
+    links = [[(p.vehicle, p.agent, s, h, prev, st, p.received_ms) for s, h, prev, st in p.links]
+             if p is not None else [] for p in parts]
+    added = store._counted_inserts(tx, INSERT_LINK, links)
+    for part, mine, new, linked in zip(parts, rows, news, added, strict=True):
+        if part is not None:
+            _conflicts(store, tx, part, mine, new, linked)
+    checkpoints = [(p.vehicle, p.agent, *p.checkpoint, p.received_ms)
+                   for p in parts if p is not None and p.checkpoint is not None]
+    if checkpoints:
+        store._executemany(tx, INSERT_CHECKPOINT, checkpoints)
+
+
+def _conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...]], new: int,
+               added: int) -> None:
+    """The conflicts a batch's records make with what is stored (``added``: how many of its
+    links were new)."""
+    vehicle, agent = part.vehicle, part.agent
+    if part.links and added < len(part.links):
+        seqs = [s for s, _, _, _ in part.links]
+        known = dict(
+            store._query(
+                "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq BETWEEN ? AND ?",
+                (vehicle, agent, min(seqs), max(seqs)),
             )
-            by_seq = {int(row[2]): row for row in rows}
-            for seq, digest, _, _ in part.links:
-                if known.get(seq) is not None and known[seq] != digest:
-                    _conflict(store, tx, part, seq, digest, "identity", by_seq.get(seq))
+        )
+        by_seq = {int(row[2]): row for row in rows}
+        for seq, digest, _, _ in part.links:
+            if known.get(seq) is not None and known[seq] != digest:
+                _conflict(store, tx, part, seq, digest, "identity", by_seq.get(seq))
     if new < len(rows):
         _frame_conflicts(store, tx, part, rows)
-    if part.checkpoint is not None:
-        seq, digest, key, sig = part.checkpoint
-        store._executemany(tx, INSERT_CHECKPOINT, [(vehicle, agent, seq, digest, key, sig, received)])
 
 
 def _frame_conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...]]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final
@@ -122,6 +123,31 @@ class PostgresStore(Store):
         else:
             cur.executemany(_pg(sql), rows)
         return max(cur.rowcount, 0)
+
+    def _counted_inserts(self, tx: Any, sql: str,
+                         batches: Sequence[Sequence[tuple[Any, ...]]]) -> list[int]:
+        """Every batch's rows in ONE unnest statement (a group commit costs one round trip per
+        kind of row, not one per batch); the identities it inserted (RETURNING) are counted
+        back to their batches, the first batch holding an identity first (the order rows are
+        inserted in)."""
+        bulk = _BULK.get(sql)
+        rows = [row for batch in batches for row in batch]
+        if bulk is None or not rows:
+            return super()._counted_inserts(tx, sql, batches)
+        cur: psycopg.Cursor[Any] = tx
+        cur.execute(bulk + b" RETURNING vehicle, agent, seq",
+                    [list(column) for column in zip(*rows, strict=True)])
+        inserted = Counter((str(v), str(a), int(s)) for v, a, s in cur.fetchall())
+        counts = []
+        for batch in batches:
+            new = 0
+            for row in batch:
+                key = (row[0], row[1], row[2])
+                if inserted[key] > 0:
+                    inserted[key] -= 1
+                    new += 1
+            counts.append(new)
+        return counts
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:

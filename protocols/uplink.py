@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -151,6 +152,11 @@ def seq_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
     return out
 
 
+#: One zstd compressor (per level) and decompressor per thread: making one costs several times
+#: what compressing or decompressing a small batch does.
+_zstd = threading.local()
+
+
 def _dumps(obj: Any) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -171,7 +177,7 @@ def encode_batch(
     body = _dumps({**head, "records": list(records)})
     if not compress:
         return body
-    return zstandard.ZstdCompressor(level=level).compress(body)
+    return _compress(body, level)
 
 
 def encode_batch_json(
@@ -195,18 +201,47 @@ def encode_batch_json(
     body = head[:-3] + b"[" + ",".join(records_json).encode() + b"]}"
     if not compress:
         return body
-    return zstandard.ZstdCompressor(level=level).compress(body)
+    return _compress(body, level)
+
+
+def _compress(body: bytes, level: int) -> bytes:
+    """One zstd frame (its size declared) by this thread's compressor of ``level``."""
+    kept: dict[int, zstandard.ZstdCompressor] | None = getattr(_zstd, "compressors", None)
+    if kept is None:
+        kept = _zstd.compressors = {}
+    compressor = kept.get(level)
+    if compressor is None:
+        compressor = kept[level] = zstandard.ZstdCompressor(level=level)
+    out: bytes = compressor.compress(body)
+    return out
+
+
+def _decompress(payload: bytes) -> bytes:
+    """The first zstd frame of ``payload``, at most MAX_DECOMPRESSED_BYTES + 1 bytes of it.
+
+    A frame that declares its size (the agent's do) is decompressed in one call by this
+    thread's decompressor, once the size is known to be within the bound (``decompress`` would
+    allocate whatever a frame declares); any other through a bounded stream reader."""
+    try:
+        size = zstandard.frame_content_size(payload)
+        if 0 <= size <= MAX_DECOMPRESSED_BYTES:
+            decompressor = getattr(_zstd, "decompressor", None)
+            if decompressor is None:
+                decompressor = _zstd.decompressor = zstandard.ZstdDecompressor()
+            out: bytes = decompressor.decompress(payload)
+            return out
+        reader = zstandard.ZstdDecompressor().stream_reader(payload)
+        read: bytes = reader.read(MAX_DECOMPRESSED_BYTES + 1)
+    except zstandard.ZstdError as err:
+        raise PayloadError(f"corrupt zstd payload: {err}") from err
+    return read
 
 
 def _loads(payload: bytes) -> Any:
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise PayloadError(f"oversized payload: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")
     if payload.startswith(ZSTD_MAGIC):
-        try:
-            reader = zstandard.ZstdDecompressor().stream_reader(payload)
-            payload = reader.read(MAX_DECOMPRESSED_BYTES + 1)
-        except zstandard.ZstdError as err:
-            raise PayloadError(f"corrupt zstd payload: {err}") from err
+        payload = _decompress(payload)
         if len(payload) > MAX_DECOMPRESSED_BYTES:
             raise PayloadError(f"oversized payload: more than {MAX_DECOMPRESSED_BYTES} bytes")
     try:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import zstandard
 
 from collector.intake import prepare
-from protocols.uplink import PAYLOAD_SCHEMA, Ack, encode_batch
+from protocols.uplink import MAX_DECOMPRESSED_BYTES, PAYLOAD_SCHEMA, Ack, encode_batch
 from tests.collector.helpers import T0, VEHICLES, speed
 
 V1, V2 = VEHICLES
@@ -95,3 +96,17 @@ def test_a_good_batch_with_bad_records() -> None:
     assert [r["seq"] for r in json.loads(out.rejects[0].payload)] == [2, 3]
     assert out.rejects[-2].payload == b'"not a record"'
     assert out.state_rows == [(V1, T0 + 60_000, T0, "a1")]
+
+
+def test_a_zstd_frame_is_read_within_the_bound_whether_it_declares_its_size_or_not() -> None:
+    body = encode_batch(V1, "a1", [speed(V1, "a1", 1)], compress=False)
+    for sized in (True, False):  # the agent's frames declare their size; a stream's may not
+        payload = zstandard.ZstdCompressor(write_content_size=sized).compress(body)
+        assert prepare(TOPIC, payload, _known, T0).ack == Ack("a1", stored=[(1, 1)])
+    # more than the bound once decompressed, declared or not: refused, never allocated whole
+    blank = b" " * (MAX_DECOMPRESSED_BYTES + 1)  # JSON whitespace, compresses to a few KiB
+    for sized in (True, False):
+        payload = zstandard.ZstdCompressor(write_content_size=sized).compress(blank + body)
+        out = prepare(TOPIC, payload, _known, T0)
+        assert out.rows == []
+        assert out.rejects[0].reason == f"oversized payload: more than {MAX_DECOMPRESSED_BYTES} bytes"
