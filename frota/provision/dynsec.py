@@ -11,6 +11,7 @@ writes its configuration file instead (``DIR/mosquitto/dynamic-security.json``, 
   writes them, so :mod:`hashlib` does);
 - role ``frota-collector``: reads every bus's ``up`` and ``status``, writes every ``ack``, may
   subscribe to ``frota/v1/+/up``, ``frota/v1/+/status`` and ``$share/<any group>/frota/v1/+/up``;
+  writes, reads and may subscribe to the evaluation notices (``frota/v1/evaluated``);
 - role ``frota-vehicle-ID`` per bus: writes its own ``up`` and ``status``, reads and may subscribe
   to its own ``ack`` and ``status`` only;
 - role ``frota-provision`` for provisioning's own login (:data:`ADMIN_USER`, a name no bus or
@@ -38,6 +39,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
+from protocols.evaluated import EVALUATED_TOPIC
 from protocols.identity import write_secret
 from protocols.uplink import TOPIC_ROOT
 
@@ -104,6 +106,9 @@ def collector_role() -> dict[str, Any]:
         _acl("publishClientSend", ack),
         _acl("subscribePattern", up), _acl("subscribePattern", status),
         _acl("subscribePattern", f"$share/+/{up}"),
+        # the evaluation notices (protocols/evaluated.py): sent, and read by a collector's monitor
+        _acl("publishClientSend", EVALUATED_TOPIC), _acl("publishClientReceive", EVALUATED_TOPIC),
+        _acl("subscribeLiteral", EVALUATED_TOPIC),
     ]}
 
 

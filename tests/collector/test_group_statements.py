@@ -3,6 +3,8 @@ PostgreSQL) and still answers every batch for itself: what was new in it, its co
 
 from __future__ import annotations
 
+from typing import Any
+
 from collector.ingest import Ingest
 from collector.intake import Prepared, prepare
 from collector.store import Store
@@ -16,7 +18,7 @@ def _known() -> frozenset[str]:
     return frozenset(VEHICLES)
 
 
-def _batch(vehicle: str, agent: str, seqs: range, **extra: object) -> Prepared:
+def _batch(vehicle: str, agent: str, seqs: range, **extra: Any) -> Prepared:
     records = [speed(vehicle, agent, n, **extra) for n in seqs]
     return prepare(f"frota/v1/{vehicle}/up", encode_batch(vehicle, agent, records), _known, T0)
 
