@@ -9,8 +9,11 @@ declared one while stopped (``unknown`` counts as work), and rest when in no slo
 from __future__ import annotations
 
 import itertools
+import operator
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate, compress
 from typing import Any
 
 import orjson
@@ -151,41 +154,7 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
     out = VehicleDay(vehicle, day)
     speeds, out.source = _speeds(store, vehicle, day.lo_ms, day.hi_ms)
     out.samples = len(speeds)
-    n = max(1, (day.hi_ms - day.lo_ms + MINUTE_MS - 1) // MINUTE_MS)
-    top = [-1.0] * n
-    low = [1e9] * n
-    moved = [False] * n
-    dist_at = [-1.0] * n
-    km_ms = 0.0                                     # km/h × ms travelled so far
-    moving_ms = 0
-    prev_ms, prev_kmh = -(1 << 62), 0.0
-    best, best_at = -1.0, 0
-    lo, last = day.lo_ms, n - 1
-    for ms, kmh in speeds:                          # a day at 1 Hz: kept to plain locals
-        i = (ms - lo) // MINUTE_MS
-        if i > last:
-            i = last
-        dt = ms - prev_ms
-        if 0 < dt <= GAP_MS:
-            km_ms += prev_kmh * dt
-            if prev_kmh >= stop_kmh:
-                moving_ms += dt
-        if kmh > top[i]:
-            top[i] = kmh
-        if kmh < low[i]:
-            low[i] = kmh
-        if kmh >= stop_kmh:
-            moved[i] = True
-        dist_at[i] = km_ms
-        if kmh > best:
-            best, best_at = kmh, ms
-        prev_ms, prev_kmh = ms, kmh
-    out.moving_ms = moving_ms
-    out.minutes = [None if top[i] < 0 else (top[i], low[i], moved[i]) for i in range(n)]
-    out.distance = [(lo + i * MINUTE_MS, d / 3_600_000) for i, d in enumerate(dist_at) if d >= 0]
-    out.distance_km = km_ms / 3_600_000
-    if best >= 0:
-        out.max_kmh, out.max_at_ms = best, best_at
+    _trace(out, speeds, stop_kmh)
     for rec in map(orjson.loads, store.events(vehicle, day.lo_ms - 24 * 3_600_000, day.lo_ms,
                                                exact=False)):
         if rec["kind"] == "driver" and rec.get("slot") == 1:
@@ -197,6 +166,38 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
         if rec["kind"] == "trip" and rec["event"] == "start":
             out.trips.append((rec["trip"], ts_to_ms(rec["ts"]), rec.get("line")))
     return out
+
+
+def _trace(out: VehicleDay, speeds: list[tuple[int, float]], stop_kmh: float) -> None:
+    """Per-minute maximum, minimum and movement, distance, time moving and the peak of a day's
+    samples (in ts order). A day at 1 Hz is 86,400 samples: the sums run through ``map`` and
+    ``accumulate`` and each minute's extremes through ``max``/``min`` of its slice (C loops),
+    in the order a plain loop would add them, so the figures are the same to the last bit."""
+    day = out.day
+    n = max(1, (day.hi_ms - day.lo_ms + MINUTE_MS - 1) // MINUTE_MS)
+    out.minutes = [None] * n
+    if not speeds:
+        return
+    ts, kmh = (list(col) for col in zip(*speeds, strict=True))
+    steps = list(map(operator.sub, ts[1:], ts[:-1]))
+    if steps and not 0 < min(steps) <= max(steps) <= GAP_MS:
+        # a gap longer than GAP_MS, or two samples in one millisecond: that step counts nothing
+        steps = [dt if 0 < dt <= GAP_MS else 0 for dt in steps]
+    before = kmh[:-1]
+    travelled = list(accumulate(map(operator.mul, before, steps), initial=0.0))  # km/h x ms
+    out.moving_ms = sum(compress(steps, map(stop_kmh.__le__, before)))
+    lo = day.lo_ms
+    cuts = [bisect_left(ts, lo + i * MINUTE_MS) for i in range(n)] + [len(ts)]
+    for i in range(n):
+        a, b = cuts[i], cuts[i + 1]
+        if a < b:
+            piece = kmh[a:b]
+            top = max(piece)
+            out.minutes[i] = (top, min(piece), top >= stop_kmh)
+            out.distance.append((lo + i * MINUTE_MS, travelled[b - 1] / 3_600_000))
+    out.distance_km = travelled[-1] / 3_600_000
+    best = max(kmh)
+    out.max_kmh, out.max_at_ms = best, ts[kmh.index(best)]
 
 
 # -- a driver's day ----------------------------------------------------------------------------
