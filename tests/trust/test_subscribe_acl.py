@@ -16,6 +16,7 @@ import pytest
 
 from frota.cli import main
 from frota.provision import fleet as provisioning
+from protocols.evaluated import EVALUATED_TOPIC
 from protocols.uplink import up_subscription, up_topic
 from tests.trust.broker import Client, connected, provisioned_broker
 from tests.trust.test_shared_provisioned import _member
@@ -123,3 +124,16 @@ def test_frota_provision_apply_changes_the_running_broker_without_a_restart() ->
         refused = Client(running.port, running.fleet.ca_cert_path, B, running.password(B))
         assert refused.connect().is_failure
         refused.close()
+
+
+def test_collectors_write_and_read_the_evaluation_notices_and_buses_cannot() -> None:
+    # protocols/evaluated.py: each collector announces its live evaluations on one topic that
+    # the collectors' monitors (frota sim fleet, bench.fleet) read; a bus has no business there.
+    with provisioned_broker((A, B)) as running:
+        provisioning.add_collector(running.fleet, "one")
+        running.reload()
+        with connected(running, "collector-one") as collector, connected(running, B) as bus_b:
+            assert not collector.suback(EVALUATED_TOPIC).is_failure
+            assert bus_b.suback(EVALUATED_TOPIC).is_failure
+            collector.publish(EVALUATED_TOPIC, b"notice")
+            assert collector.messages.get(timeout=10) == (EVALUATED_TOPIC, b"notice")
