@@ -169,6 +169,15 @@ class RetentionConfig(_Strict):
     compact_daily: bool = True
 
 
+class FindingsConfig(_Strict):
+    """The live rules (``collector/findings.py``) with several collectors on one PostgreSQL
+    store (``collector/live_leases.py``, docs/deployment.md)."""
+
+    #: Seconds an evaluation lease lasts unrenewed: a dead collector's partitions are taken
+    #: over within about this (plus the survivors' next evaluation, at most a third of it).
+    lease_s: Annotated[float, Field(ge=3, le=600)] = 30.0
+
+
 class CollectorConfig(_Strict):
     """The whole configuration file."""
 
@@ -179,6 +188,7 @@ class CollectorConfig(_Strict):
     ingest: IngestConfig = IngestConfig()
     trust: TrustConfig | None = None
     retention: RetentionConfig = RetentionConfig()
+    findings: FindingsConfig = FindingsConfig()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] | None = None
 
 

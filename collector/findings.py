@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,12 +32,14 @@ import orjson
 
 from collector import registry as fleet
 from collector import store_live
+from collector.live_leases import TTL_S, Leases
 from collector.live_rules import LiveRules, finding_row
+from collector.partitions import PartitionedEngine, partition_names, partition_of
 from collector.retention_findings import retention_findings
 from collector.rules.engine import Engine
 from collector.rules.finding import Finding, sort_key
 from collector.rules.profile import Profile, load_profiles
-from collector.store import Store
+from collector.store import Store, StoreError
 from collector.verifier import integrity_findings
 from protocols.records import now_ms, ts_to_ms
 
@@ -58,16 +61,26 @@ def evaluate_store(store: Store, registry: fleet.Registry, as_of_ms: int,
                    profiles: dict[str, Profile] | None = None,
                    default_profile: str = "SP") -> list[Finding]:
     """The findings of everything stored, judged at ``as_of`` — what ``frota check --as-of`` gives
-    on the same records."""
-    return engine_of_store(store, registry, as_of_ms, profiles, default_profile).findings(as_of_ms)
+    on the same records (one engine per operator, collector/partitions.py)."""
+    engine = PartitionedEngine(registry, profiles if profiles is not None else load_profiles(),
+                               default_profile)
+    _feed(engine, store, registry, as_of_ms)
+    return engine.findings(as_of_ms)
 
 
 def engine_of_store(store: Store, registry: fleet.Registry, as_of_ms: int,
                     profiles: dict[str, Profile] | None = None,
                     default_profile: str = "SP") -> Engine:
-    """An engine fed with every stored record up to ``as_of`` (ask it for findings)."""
+    """One engine (the whole registry, operators not apart) fed with every stored record up to
+    ``as_of``: what ``frota collector stats`` counts trips with."""
     engine = Engine(registry, profiles if profiles is not None else load_profiles(),
                     default_profile, retain=False)
+    _feed(engine, store, registry, as_of_ms)
+    return engine
+
+
+def _feed(engine: Engine | PartitionedEngine, store: Store, registry: fleet.Registry,
+          as_of_ms: int) -> None:
     items = sorted(
         ((ms, rec["vehicle"], rec.get("seq") or 0, rec.get("agent") or "", rec)
          for ms, rec in stored_records(store, as_of_ms)),
@@ -77,7 +90,6 @@ def engine_of_store(store: Store, registry: fleet.Registry, as_of_ms: int,
         if rec["kind"] == "trip" and rec["line"] not in registry.lines:
             continue                        # frota check refuses it; live, it is skipped
         engine.add_one(ms, rec)
-    return engine
 
 
 def save(store: Store, findings: list[Finding], as_of_ms: int) -> None:
@@ -103,7 +115,7 @@ class LiveFindings:
                  quiet_s: float = 1.0, max_delay_s: float = 1.0, refresh_s: float = 60.0,
                  default_profile: str = "SP",
                  on_evaluated: Callable[[list[tuple[Any, Any, Any]], int], object] | None = None,
-                 ) -> None:
+                 lease_s: float = TTL_S, holder: str | None = None) -> None:
         self.store = store
         self.registry_path = registry_path
         self.poll_s = poll_s
@@ -116,8 +128,13 @@ class LiveFindings:
         self.profiles = load_profiles()
         self._registry = fleet.load(registry_path)
         self._mtime = os.stat(registry_path).st_mtime_ns
+        self.leases = Leases(store, holder or f"collector@{socket.gethostname()}:{os.getpid()}",
+                             lease_s)
+        #: Seconds between two evaluations at most while holding leases (renewed well before
+        #: they run out).
+        self.renew_s = lease_s / 3 if self.leases.shared else refresh_s
         self._live = LiveRules(store, self._registry, registry_path.read_bytes(), self.profiles,
-                               default_profile)
+                               default_profile, leases=self.leases)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="findings", daemon=True)
         self.evaluations = 0
@@ -127,9 +144,13 @@ class LiveFindings:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop it (waits for a running evaluation to finish)."""
+        """Stop it (waits for a running evaluation to finish) and give its leases back."""
         self._stop.set()
         self._thread.join(timeout=30)
+        try:
+            self.leases.release()
+        except StoreError as err:     # they run out by themselves
+            log.warning("findings: leases not given back: %s", err)
 
     def _reg(self) -> fleet.Registry:
         try:
@@ -139,7 +160,7 @@ class LiveFindings:
                 self._mtime = mtime
                 self._live = LiveRules(self.store, self._registry,
                                        self.registry_path.read_bytes(), self.profiles,
-                                       self.default_profile)
+                                       self.default_profile, leases=self.leases)
         except (OSError, fleet.RegistryError) as err:
             log.error("findings: registry not reloaded, keeping the previous one: %s", err)
         return self._registry
@@ -149,15 +170,16 @@ class LiveFindings:
         rules' findings too, unless ``store_only`` is False); return the ``as_of``."""
         as_of = now_ms()
         reg = self._reg()
-        judged = store_live.state(self.store, store_live.LAST_ID) or 0
-        done = self._live.evaluate(as_of, as_of)
+        held = self.leases.claim([*partition_names(reg), STORE_ONLY])
+        judged = self._judged(held)
+        done = self._live.evaluate(as_of, as_of, held)
         if self.on_evaluated is not None:
             self._tell(judged, as_of)
         found: list[Finding] | None = None
-        if store_only:
-            # The store's own findings, replaced whole in their own partition:
-            # equipment.integrity (collector/verifier.py) and retention.minimum (records missing
-            # inside the minimum period, collector/retention_findings.py).
+        if store_only and STORE_ONLY in held:
+            # The store's own findings, replaced whole in their own partition (under its own
+            # lease): equipment.integrity (collector/verifier.py) and retention.minimum (records
+            # missing inside the minimum period, collector/retention_findings.py).
             found = integrity_findings(self.store, self.default_profile)
             found += retention_findings(self.store, reg, self.profiles, as_of,
                                         self.default_profile)
@@ -169,14 +191,31 @@ class LiveFindings:
                   "no" if found is None else len(found), as_of)
         return as_of
 
-    def _tell(self, judged_before: int, as_of: int) -> None:
-        """Give ``on_evaluated`` the records stored after row ``judged_before`` and judged now."""
+    def _judged(self, held: list[str]) -> dict[str, int]:
+        """The row id each held partition has judged up to."""
+        return {p: store_live.state(self.store, store_live.last_id_name(p)) or 0
+                for p in held if p != STORE_ONLY}
+
+    def _tell(self, judged_before: dict[str, int], as_of: int) -> None:
+        """Give ``on_evaluated`` the records of this collector's partitions stored after the row
+        each had judged and judged now."""
         assert self.on_evaluated is not None
-        judged = store_live.state(self.store, store_live.LAST_ID) or 0
-        if judged <= judged_before:
+        judged = self._judged(list(judged_before))
+        moved = {p: (judged_before[p], n) for p, n in judged.items() if n > judged_before[p]}
+        if not moved:
             return
-        rows = self.store._read("SELECT vehicle, agent, seq FROM records WHERE id > ? AND "
-                                "id <= ?", (judged_before, judged))
+        low = min(a for a, _ in moved.values())
+        high = max(b for _, b in moved.values())
+        reg = self._registry
+        part: dict[str, str] = {}
+        rows = []
+        for row_id, vehicle, agent, seq in self.store._read(
+                "SELECT id, vehicle, agent, seq FROM records WHERE id > ? AND id <= ?",
+                (low, high)):
+            name = part.get(vehicle) or part.setdefault(vehicle, partition_of(vehicle, reg))
+            bounds = moved.get(name)
+            if bounds is not None and bounds[0] < row_id <= bounds[1]:
+                rows.append((vehicle, agent, seq))
         try:
             self.on_evaluated(rows, as_of)
         except Exception:  # telling is best effort: the findings are stored already
@@ -191,6 +230,7 @@ class LiveFindings:
         changed_at: float | None = None     # first change not evaluated yet
         quiet_since = 0.0                   # last change seen
         last = 0.0
+        evaluated = 0.0                     # the last evaluation (leases renewed)
         integrity = -1                      # integrity events at the last store-only run
         while not self._stop.wait(self.poll_s):
             try:
@@ -204,12 +244,13 @@ class LiveFindings:
                 due = changed_at is not None and (now - quiet_since >= self.quiet_s
                                                   or now - changed_at >= self.max_delay_s)
                 refresh = now - last >= self.refresh_s
-                if due or refresh:
+                if due or refresh or now - evaluated >= self.renew_s:
                     events = self._integrity_count()
                     store_only = refresh or events != integrity
                     changed_at = None
                     if store_only:
                         last, integrity = now, events
+                    evaluated = now
                     self.evaluate_now(store_only=store_only)
             except Exception:  # the evaluator must never take the collector down
                 log.exception("findings: evaluation failed")

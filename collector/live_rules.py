@@ -2,13 +2,12 @@
 
 See docs/collector.md, "Live findings". In short:
 
-- **Partitions.** The engine's state is kept per partition: a set of vehicles judged together.
-  Drivers are followed across vehicles, a trip can be handed to a replacement vehicle, and the
-  timetable and fleet-age rules judge a line or the whole registry, so a partition must hold
-  every vehicle those can join. :func:`partition_of` puts every vehicle of one collector's fleet
-  in one partition (``fleet``): the registry does not say which lines belong to which operator,
-  so splitting the fleet by operator could not keep the timetable rules right. The machinery is
-  per partition all the same (tables, checkpoints, one partition in memory at a time).
+- **Partitions.** The engine's state is kept per partition: the vehicles of one operator
+  (registry ``vehicles[].operator``), judged together on the partition's view of the registry
+  (collector/partitions.py: drivers followed across the operator's vehicles, its lines'
+  timetables, its fleet's age); vehicles without an operator share the partition ``fleet``.
+  ``frota check`` judges the same way (one engine per partition), so the live findings equal its
+  own. The evaluator holds one partition in memory at a time.
 - **Checkpoints.** While it replays, the evaluator saves the engine state (collector/live_state.py)
   at every ``step_ms`` of device time (5 minutes), and after the newest records a *tail*
   checkpoint (the previous tail staying as a step). Steps older than ``dense_ms`` (2 hours before
@@ -29,7 +28,8 @@ See docs/collector.md, "Live findings". In short:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,9 @@ import orjson
 
 from collector import registry as fleet
 from collector import store_live
+from collector.live_leases import LeaseLostError, Leases
 from collector.live_state import CheckpointError, LiveEngine, fingerprint, restore, snapshot
+from collector.partitions import partition_names, partition_of, partition_registry
 from collector.rules.finding import Finding
 from collector.rules.profile import Profile
 from collector.store import Store
@@ -46,16 +48,9 @@ from protocols.records import ts_to_ms
 
 log = logging.getLogger(__name__)
 
-FLEET = "fleet"
 STEP_MS = 5 * 60_000
 DENSE_MS = 2 * 3_600_000
 THIN_MS = 3_600_000
-
-
-def partition_of(vehicle: str, registry: fleet.Registry) -> str:
-    """The partition of a vehicle (see the module docstring: the whole fleet, one partition)."""
-    del vehicle, registry
-    return FLEET
 
 
 def finding_row(f: Finding, part: str, kept_ms: int | None) -> tuple[Any, ...]:
@@ -82,8 +77,10 @@ class LiveRules:
 
     def __init__(self, store: Store, registry: fleet.Registry, registry_bytes: bytes,
                  profiles: dict[str, Profile], default_profile: str = "SP", *,
-                 step_ms: int = STEP_MS, dense_ms: int = DENSE_MS) -> None:
+                 step_ms: int = STEP_MS, dense_ms: int = DENSE_MS,
+                 leases: Leases | None = None) -> None:
         self.store = store
+        self.leases = leases
         self.registry = registry
         self.profiles = profiles
         self.default = default_profile
@@ -91,50 +88,64 @@ class LiveRules:
         self.dense_ms = dense_ms
         self.fingerprint = fingerprint(registry_bytes, profiles, default_profile)
 
-    def evaluate(self, as_of_ms: int, made_ms: int) -> Evaluation:
+    def evaluate(self, as_of_ms: int, made_ms: int,
+                 held: Collection[str] | None = None) -> Evaluation:
         """Bring the findings up to what is stored, judged at ``as_of``; ``made_ms`` is the
-        collector's clock (when the checkpoints were made, for the record)."""
+        collector's clock (when the checkpoints were made, for the record). ``held``: the
+        partitions this collector holds the lease of (None: every partition, one collector)."""
         store = self.store
         if store_live.state(store, store_live.FINGERPRINT) != self.fingerprint:
             log.info("findings: registry, profiles or rules changed: replaying the store once")
             store_live.reset(store, self.fingerprint)
-        last_id = store_live.state(store, store_live.LAST_ID) or 0
-        news = store_live.arrived(store, last_id)
+        names = partition_names(self.registry)
+        mine = [p for p in names if held is None or p in held]
+        report = Evaluation(as_of_ms)
+        if not mine:
+            return report
+        lasts = {p: store_live.state(store, store_live.last_id_name(p)) or 0 for p in mine}
         known = store_live.parts(store)
+
+        def judged(vehicle: str) -> int:   # the row id its partition judged (others': all)
+            part = known.get(vehicle) or partition_of(vehicle, self.registry)
+            return lasts.get(part, 1 << 62)
+
+        news = store_live.arrived(store, min(lasts.values()), store_live.horizon(store), judged)
+        report.arrived_vehicles = len(news.earliest_ms)
         members: dict[str, set[str]] = {}
         for vehicle, part in known.items():
             members.setdefault(part, set()).add(vehicle)
         new_parts: dict[str, list[tuple[str, str]]] = {}
         earliest: dict[str, int] = {}
-        for vehicle, low in news.earliest_ms.items():
+        for vehicle, ms in news.earliest_ms.items():
             part = known.get(vehicle) or partition_of(vehicle, self.registry)
             if vehicle not in known:
                 new_parts.setdefault(part, []).append((vehicle, part))
                 members.setdefault(part, set()).add(vehicle)
-            earliest[part] = min(low, earliest.get(part, low))
-        report = Evaluation(as_of_ms, arrived_vehicles=len(news.earliest_ms))
-        names = sorted(members)
-        for n, part in enumerate(names):
-            last = n == len(names) - 1
-            self._partition(part, sorted(members[part]), earliest.get(part),
-                            new_parts.get(part, []), as_of_ms, made_ms,
-                            news.newest_id if last else None, report)
-        if not names:
-            store_live.write(store, part=FLEET, new_parts=(), since_ms=None, steps=(), tail=None,
-                             thin_before_ms=None, thin_every_ms=THIN_MS, gone=(), upserts=(),
-                             as_of_ms=as_of_ms, made_ms=made_ms, last_id=news.newest_id)
+            earliest[part] = min(ms, earliest.get(part, ms))
+        for part in mine:
+            if part not in members:
+                if lasts[part] != news.newest_id:   # nothing of it stored yet
+                    store_live.set_last_id(store, part, news.newest_id)
+                continue
+            try:
+                self._partition(part, sorted(members[part]), earliest.get(part),
+                                new_parts.get(part, []), as_of_ms, made_ms, news.newest_id,
+                                report)
+            except LeaseLostError:
+                log.info("findings: the lease of %s ran out: left to its new holder", part)
         return report
 
     def _start(self, part: str, start: int | None) -> tuple[LiveEngine, int | None]:
         """The engine restored from the latest usable checkpoint at or before ``start``, and its
         boundary (None: no checkpoint, from the beginning)."""
+        view = partition_registry(self.registry, part)
         while True:
             found = store_live.checkpoint_before(self.store, part, start)
             if found is None:
-                return LiveEngine(self.registry, self.profiles, self.default), None
+                return LiveEngine(view, self.profiles, self.default), None
             boundary, blob = found
             try:
-                return restore(blob, self.registry, self.profiles, self.default), boundary
+                return restore(blob, view, self.profiles, self.default), boundary
             except CheckpointError as err:
                 log.error("findings: checkpoint %s@%d dropped: %s", part, boundary, err)
                 store_live.drop_checkpoint(self.store, part, boundary)
@@ -155,7 +166,12 @@ class LiveRules:
         cell = None if boundary is None else boundary // self.step_ms
         fed = 0
         lines = self.registry.lines
+        renewed = time.monotonic()
         for ms, rec in self._records(vehicles, boundary, as_of_ms):
+            if self.leases is not None and not fed % 4096 and \
+                    time.monotonic() - renewed > self.leases.ttl_ms / 3000:
+                self.leases.renew(part)     # a long replay keeps its lease
+                renewed = time.monotonic()
             here = ms // self.step_ms
             if cell is not None and here > cell:
                 engine.flush(final=True)    # everything before this step's boundary is done
@@ -183,6 +199,8 @@ class LiveRules:
             self.store, part=part, new_parts=new_parts, since_ms=boundary, steps=steps, tail=tail,
             thin_before_ms=None if newest is None else newest - self.dense_ms,
             thin_every_ms=THIN_MS, gone=gone, upserts=upserts, as_of_ms=as_of_ms,
-            made_ms=made_ms, last_id=last_id)
+            made_ms=made_ms, last_id=last_id,
+            lease=None if self.leases is None or not self.leases.shared
+            else (self.leases.holder, self.leases.ttl_ms))
         report.upserted += len(upserts)
         report.deleted += len(gone)

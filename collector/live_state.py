@@ -31,7 +31,7 @@ from collector.rules.profile import Profile
 from protocols.records import Record
 
 #: Bumped when what a checkpoint holds changes: checkpoints of another version are dropped.
-STATE_VERSION = 1
+STATE_VERSION = 2
 
 
 class CheckpointError(Exception):

@@ -102,6 +102,9 @@ class Line(_Model):
     points: tuple[Point, ...] = ()
     standing_allowed: bool | None = None
     timetable: Timetable | None = None
+    #: The operator that runs the line: its timetable is judged with that operator's vehicles
+    #: (collector/partitions.py); without one, with the vehicles that name no operator.
+    operator: str | None = None
 
     @field_validator("profile")
     @classmethod

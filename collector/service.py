@@ -188,8 +188,12 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     else:
         log.warning("http.tokens_file is not set: the API on %s is open to anyone who can reach "
                     "it (loopback only)", config.http.host)
-    # the rules, live (collector/findings.py); each evaluation announced (protocols/evaluated.py)
-    live = LiveFindings(store, config.registry, on_evaluated=ingest.publish_evaluated)
+    # the rules, live (collector/findings.py); each evaluation announced (protocols/evaluated.py);
+    # on a shared PostgreSQL store, each partition under a lease (collector/live_leases.py),
+    # this process the holder
+    live = LiveFindings(store, config.registry, on_evaluated=ingest.publish_evaluated,
+                        lease_s=config.findings.lease_s,
+                        holder=f"{config.broker.client_id}@{socket.gethostname()}:{os.getpid()}")
     web = Web(store, RegistryFile(config.registry), live.profiles, ingest, vehicles.operators,
               stale_after_s=config.ingest.stale_after_s,
               signer=None if signer is None or trust is None else BundleSigner(

@@ -3,16 +3,23 @@ partition — SQL both backends run, through the store's own connection and lock
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from collector.live_leases import RENEW_ONE, LeaseLostError
 from collector.store import Store
 
-#: ``findings_state`` names: the newest record row id already judged; the fingerprint of what
-#: the checkpoints were made with (collector/live_state.py).
+#: ``findings_state`` names: the newest record row id already judged (``live_last_id:PART``,
+#: one per partition); the fingerprint of what the checkpoints were made with
+#: (collector/live_state.py).
 LAST_ID = "live_last_id"
 FINGERPRINT = "live_fingerprint"
+
+
+def last_id_name(part: str) -> str:
+    """The ``findings_state`` name of a partition's newest row id judged."""
+    return f"{LAST_ID}:{part}"
 
 UPSERT_FINDING = (
     "INSERT INTO findings (id, rule, vehicle, driver, start_ms, end_ms, finding, part, kept_ms) "
@@ -41,25 +48,52 @@ def state(store: Store, name: str) -> int | None:
     return None if not rows else int(rows[0][0])
 
 
-def arrived(store: Store, after_id: int, page: int = 10_000) -> Arrived:
-    """What arrived after row ``after_id``: a range of the primary key read page by page and
+def horizon(store: Store) -> int | None:
+    """The newest row id below which no record can still appear (None: no limit).
+
+    SQLite has one writer: row ids are given in commit order. PostgreSQL gives ids from a
+    sequence when a row is inserted, not when it commits: with several collectors ingesting, id
+    100 may commit after id 101 was read, and a reader that went on from 101 would never judge
+    it. ``LOCK TABLE records IN SHARE MODE`` waits for every transaction that inserted into
+    ``records`` (an INSERT holds ROW EXCLUSIVE until its commit) and holds new ones back while
+    the newest id is read; every id given later is above it. The ingest waits for that one read.
+    """
+    if store.dialect != "postgresql":
+        return None
+    with store._lock, store._transaction() as tx:
+        store._executemany(tx, "LOCK TABLE records IN SHARE MODE", [()])
+        return int(store._query("SELECT coalesce(max(id), 0) FROM records")[0][0])
+
+
+def arrived(store: Store, after_id: int, until_id: int | None = None,
+            after: Callable[[str], int] | None = None, page: int = 10_000) -> Arrived:
+    """What arrived after row ``after_id`` (up to ``until_id``; for a vehicle whose partition
+    judged further, after ``after[vehicle]``): a range of the primary key read page by page and
     summed up here (a GROUP BY vehicle would let SQLite walk a vehicle index, i.e. the store)."""
     earliest: dict[str, int] = {}
     if after_id == 0:   # from the beginning: the compacted days too (collector/store_disc.py)
         for vehicle, first in store._read("SELECT vehicle, min(first_ms) FROM disc_days "
                                           "GROUP BY vehicle"):
-            earliest[str(vehicle)] = int(first)
+            if after is None or after(str(vehicle)) == 0:   # its partition from the start
+                earliest[str(vehicle)] = int(first)
     newest = after_id
+    limit = (1 << 62) if until_id is None else until_id
+    since: dict[str, int] = {}
     while True:
-        rows = store._read("SELECT id, vehicle, ts_ms FROM records WHERE id > ? ORDER BY id "
-                           "LIMIT ?", (newest, page))
+        rows = store._read("SELECT id, vehicle, ts_ms FROM records WHERE id > ? AND id <= ? "
+                           "ORDER BY id LIMIT ?", (newest, limit, page))
         for row_id, vehicle, ts_ms in rows:
             key, ms = str(vehicle), int(ts_ms)
+            newest = int(row_id)
+            if after is not None:
+                if key not in since:
+                    since[key] = after(key)
+                if newest <= since[key]:
+                    continue
             if ms < earliest.get(key, ms + 1):
                 earliest[key] = ms
-            newest = int(row_id)
         if len(rows) < page:
-            return Arrived(earliest, newest)
+            return Arrived(earliest, max(newest, after_id if until_id is None else until_id))
 
 
 def parts(store: Store) -> dict[str, str]:
@@ -102,11 +136,13 @@ def write(store: Store, *, part: str, new_parts: Iterable[tuple[str, str]],
           since_ms: int | None, steps: Sequence[tuple[int, bytes]], tail: tuple[int, bytes] | None,
           thin_before_ms: int | None, thin_every_ms: int, gone: Sequence[str],
           upserts: Sequence[tuple[Any, ...]], as_of_ms: int, made_ms: int,
-          last_id: int | None) -> None:
+          last_id: int | None, lease: tuple[str, int] | None = None) -> None:
     """One partition's evaluation, replayed from ``since`` (None: the beginning), in ONE
     transaction: its vehicles, checkpoints (those after ``since`` and the tail replaced; step
     checkpoints before ``thin_before_ms`` thinned to the first of each ``thin_every_ms``), findings gone
-    and upserted, the ``as_of`` and (last partition) the row id judged."""
+    and upserted, the ``as_of`` and the partition's row id judged. ``lease``: (holder, ttl ms)
+    on a shared store — the same transaction renews the partition's lease, and is rolled back
+    with LeaseLostError when the lease is not the holder's (collector/live_leases.py)."""
     statements: list[tuple[str, Sequence[tuple[Any, ...]]]] = [
         ("INSERT INTO live_parts (vehicle, part) VALUES (?, ?) ON CONFLICT (vehicle) "
          "DO UPDATE SET part = excluded.part", list(new_parts)),
@@ -144,8 +180,19 @@ def write(store: Store, *, part: str, new_parts: Iterable[tuple[str, str]],
         (UPSERT_STATE, [("as_of_ms", as_of_ms)]),
     ]
     if last_id is not None:
-        statements.append((UPSERT_STATE, [(LAST_ID, last_id)]))
-    store.apply(statements)
+        statements.append((UPSERT_STATE, [(last_id_name(part), last_id)]))
+    with store._lock, store._transaction() as tx:
+        if lease is not None and store._executemany(
+                tx, RENEW_ONE, [(lease[1], part, lease[0])]) != 1:
+            raise LeaseLostError(part)
+        for sql, rows in statements:
+            if rows:
+                store._executemany(tx, sql, rows)
+
+
+def set_last_id(store: Store, part: str, last_id: int) -> None:
+    """A partition with no records judged up to ``last_id`` (nothing of it arrived)."""
+    store.apply([(UPSERT_STATE, [(last_id_name(part), last_id)])])
 
 
 def replace_store_only(store: Store, part: str, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -161,5 +208,6 @@ def reset(store: Store, fingerprint: int) -> None:
         ("DELETE FROM live_checkpoints", [()]),
         ("DELETE FROM live_parts", [()]),
         ("DELETE FROM findings", [()]),
-        (UPSERT_STATE, [(LAST_ID, 0), (FINGERPRINT, fingerprint)]),
+        ("DELETE FROM findings_state WHERE name LIKE ?", [(LAST_ID + "%",)]),
+        (UPSERT_STATE, [(FINGERPRINT, fingerprint)]),
     ])

@@ -311,4 +311,15 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             ("postgresql", ""),
         ),
     ),
+    Migration(
+        # Evaluation leases (collector/live_leases.py, docs/deployment.md): with several
+        # collectors on one PostgreSQL store, the collector that evaluates each partition
+        # until when (the database's clock, ms), and the live collectors (each one's share).
+        "014_live_leases",
+        """
+        CREATE TABLE live_leases (part TEXT PRIMARY KEY, holder TEXT NOT NULL,
+            until_ms BIGINT NOT NULL);
+        CREATE TABLE live_members (holder TEXT PRIMARY KEY, until_ms BIGINT NOT NULL)
+        """,
+    ),
 )

@@ -16,9 +16,10 @@ from typing import Any
 
 import orjson
 
+from collector.partitions import PartitionedEngine
 from collector.registry import RegistryError
 from collector.registry import load as load_registry
-from collector.rules.engine import Engine, LateRecordError
+from collector.rules.engine import LateRecordError
 from collector.rules.intake import parse_line
 from collector.rules.profile import Profile, ProfileError, builtin_names, load_profiles
 from frota.errors import UserError
@@ -80,7 +81,7 @@ def resolve_profiles(value: str) -> tuple[dict[str, Profile], str]:
 SEAT_RULES = "occupancy.standing, occupancy.overload, occupancy.index"
 
 
-def _feed(engine: Engine, path: Path, as_of: int | None, *, stream: bool,
+def _feed(engine: PartitionedEngine, path: Path, as_of: int | None, *, stream: bool,
           warned: set[str]) -> None:
     """Read, validate and queue every record of the file (flushing as it goes if ``stream``);
     warn once per vehicle missing from the registry (``warned``: those already warned of)."""
@@ -134,13 +135,13 @@ def check(registry_path: str, profile: str, records_path: Path,
             as_of = ts_to_ms(as_of_ts)
         except RecordError:
             raise UserError(f"--as-of {as_of_ts!r} is not an RFC 3339 timestamp") from None
-    engine = Engine(registry, profiles, default, retain=False)
+    engine = PartitionedEngine(registry, profiles, default)   # one engine per operator
     warned: set[str] = set()
     try:
         _feed(engine, records_path, as_of, stream=True, warned=warned)
         return engine.findings(as_of)
     except LateRecordError:
-        engine = Engine(registry, profiles, default, retain=False)
+        engine = PartitionedEngine(registry, profiles, default)
         _feed(engine, records_path, as_of, stream=False, warned=warned)
         return engine.findings(as_of)
 

@@ -16,8 +16,9 @@ import pytest
 
 from collector import findings, store_live
 from collector import registry as fleet
-from collector.live_rules import FLEET, LiveRules
+from collector.live_rules import LiveRules
 from collector.live_state import CheckpointError, restore
+from collector.partitions import FLEET
 from collector.rules.profile import load_profiles
 from collector.store import Store, open_store, record_row
 from protocols.records import Record, ms_to_ts, ts_to_ms
@@ -130,6 +131,76 @@ def test_a_new_registry_replays_the_store_once_and_a_damaged_checkpoint_is_dropp
         assert done.boundaries[FLEET] is None
         assert done.replayed[FLEET] == len(recs)
         assert findings.load(store) == expected
-        assert store_live.state(store, store_live.LAST_ID) == store.newest_record_id()
+        assert store_live.state(store, store_live.last_id_name(FLEET)) == store.newest_record_id()
     finally:
         store.close()
+
+
+AZUL, VERDE = "Viação Azul", "Expresso Verde"
+CLEAN_TRIP, LATER_TRIP = "T1001-0302-0900", "T1001-0302-1230"
+
+
+def _two_operators(tmp_path: Path, later_operator: str) -> tuple[list[Record], Path]:
+    """sp-clean on FRT1A01 (Viação Azul), the same trip and driver D-1001 three and a half hours
+    later on FRT1A02 (``later_operator``), sp-breakdown on FRT2B02 (Expresso Verde)."""
+    data = next(iter(shipped())).parent
+    clean = json.loads((data / "sp-clean.registry.json").read_text(encoding="utf-8"))
+    broken = json.loads((data / "sp-breakdown.registry.json").read_text(encoding="utf-8"))
+    vehicles = [dict(clean["vehicles"][0], operator=AZUL),
+                dict(clean["vehicles"][0], id="FRT1A02", operator=later_operator),
+                *(dict(v, operator=VERDE) for v in broken["vehicles"])]
+    registry = tmp_path / "fleet.json"
+    registry.write_text(json.dumps({"lines": clean["lines"] + broken["lines"],
+                                    "vehicles": vehicles,
+                                    "drivers": clean["drivers"] + broken["drivers"]}),
+                        encoding="utf-8")
+    later = (data / "sp-clean.toml").read_text(encoding="utf-8")
+    for old, new in (('vehicle = "FRT1A01"', 'vehicle = "FRT1A02"'),
+                     ("start = 2026-03-02T11:30:00Z", "start = 2026-03-02T15:00:00Z"),
+                     ("2026-03-02T12:00:00Z", "2026-03-02T15:30:00Z"),
+                     (CLEAN_TRIP, LATER_TRIP),
+                     ('registry = "sp-clean.registry.json"', f'registry = "{registry}"')):
+        assert old in later, old
+        later = later.replace(old, new)
+    (tmp_path / "later.toml").write_text(later, encoding="utf-8")
+    out: list[Record] = []
+    for path in (data / "sp-clean.toml", tmp_path / "later.toml", data / "sp-breakdown.toml"):
+        out += [{**rec, "agent": f"pi-{rec['vehicle']}", "seq": n}
+                for n, rec in enumerate(render(path), start=1)]
+    return out, registry
+
+
+@pytest.mark.parametrize("later_operator", [AZUL, VERDE])
+def test_operators_are_partitions_judged_apart_and_live_equals_frota_check(
+        later_operator: str, store_url: str, tmp_path: Path) -> None:
+    """Each operator is a partition; a driver who drives for two operators is judged by each
+    apart: what the collector finds is what ``frota check`` finds on each operator's records
+    alone (docs/rules.md, "Operators")."""
+    recs, registry = _two_operators(tmp_path, later_operator)
+    recs.sort(key=lambda r: (ts_to_ms(r["ts"]), r["vehicle"], r["seq"]))
+    as_of = ts_to_ms(recs[-1]["ts"]) + HOUR
+    operator = {"FRT1A01": AZUL, "FRT1A02": later_operator, "FRT2B02": VERDE}
+    store = open_store(store_url)
+    try:
+        live = _live(store, registry)
+        for k in range(4):                      # four bursts, the last one first
+            burst = recs[(3 - k) * len(recs) // 4:(4 - k) * len(recs) // 4]
+            store.put([record_row(r, 0) for r in burst])
+            done = live.evaluate(as_of, as_of)
+        assert set(done.replayed) <= {f"operator:{AZUL}", f"operator:{VERDE}"}
+        got = findings.load(store)
+        parts = dict(store._read("SELECT id, part FROM findings"))
+    finally:
+        store.close()
+    assert got == (_frota_check(recs, registry, as_of, tmp_path), as_of)
+    alone: list[dict[str, Any]] = []
+    for name in (AZUL, VERDE):
+        mine = [r for r in recs if operator[r["vehicle"]] == name]
+        folder = tmp_path / name.split()[-1]
+        folder.mkdir()
+        alone += _frota_check(mine, registry, as_of, folder)
+    assert sorted(f["id"] for f in got[0]) == sorted(f["id"] for f in alone)
+    assert {f["id"]: f for f in got[0]} == {f["id"]: f for f in alone}
+    for found in got[0]:                        # each finding in its vehicle's operator's
+        if found["vehicle"] is not None:
+            assert parts[found["id"]] == f"operator:{operator[found['vehicle']]}"

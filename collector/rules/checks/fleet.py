@@ -149,6 +149,10 @@ class Fleet(RuleBase):
             if vehicle.manufactured is not None:
                 fleets.setdefault(self._home(vehicle.id).name, []).append(
                     (vehicle.id, vehicle.manufactured))
+        # a partition's registry (collector/partitions.py) holds one operator's fleet: judged
+        # as that operator's, its id apart from another operator's
+        operators = {v.operator for v in self.ctx.registry.vehicles.values()}
+        operator = next(iter(operators)) if len(operators) == 1 else None
         for name, members in sorted(fleets.items()):
             profile = self.ctx.profiles[name]
             params: AgeParams = profile.rules[AGE].params
@@ -158,9 +162,11 @@ class Fleet(RuleBase):
             if share <= params.max_share_pct:
                 continue
             start = int(datetime(year, 1, 1, tzinfo=profile.tz).timestamp() * 1000)
-            yield build(profile.rules[AGE], profile, subject=f"fleet:{name}", vehicle=None,
+            subject = f"fleet:{name}" if operator is None else f"fleet:{operator}:{name}"
+            yield build(profile.rules[AGE], profile, subject=subject, vehicle=None,
                         driver=None, trip=None, line=None, start_ms=start, end_ms=None,
-                        details={"year": year, "vehicles": len(members), "older": older,
+                        details={**({} if operator is None else {"operator": operator}),
+                                 "year": year, "vehicles": len(members), "older": older,
                                  "share_pct": round(share, 1),
                                  "max_share_pct": params.max_share_pct,
                                  "max_age_years": params.max_age_years,
