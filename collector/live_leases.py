@@ -1,7 +1,7 @@
 """Evaluation leases: which collector evaluates which partition when several collectors share one
 PostgreSQL store (docs/deployment.md, "Several collectors: evaluation leases").
 
-A lease is a row of ``live_leases`` (migration ``013_live_leases``): a partition, its holder
+A lease is a row of ``live_leases`` (migration ``014_live_leases``): a partition, its holder
 (the collector's ``broker.client_id``) and when it runs out, on the database's clock (never a
 collector's). Each collector is a member (``live_members``, the same expiry) and holds at most
 its share of the partitions (``ceil(partitions / live members)``): a collector that joins gets
