@@ -247,6 +247,12 @@ def _minus1(rec: dict[str, Any]) -> int | None:
 
 def decode_day(blob: bytes) -> list[str]:
     """A blob → the record texts it was made from, byte for byte, in order."""
+    return [text for text, _ in decode_records(blob)]
+
+
+def decode_records(blob: bytes) -> list[tuple[str, dict[str, Any] | None]]:
+    """A blob → each record's text (as :func:`decode_day`) and its parsed form (None for a text
+    kept verbatim), so that a reader needs not parse the texts again."""
     if not blob or blob[0] not in VERSIONS:
         raise ValueError("not a frota disc blob of version 1 or 2")
     plain = zstandard.ZstdDecompressor().decompress(blob[1:])
@@ -290,7 +296,8 @@ def decode_day(blob: bytes) -> list[str]:
     if RAW_FLAGS in columns:
         _fill_raw(built, ready, columns[RAW_FLAGS])
     _fill_prev(built, ready, shapes, shape_of, fast)
-    return [item if isinstance(item, str) else orjson.dumps(item).decode() for item in built]
+    return [(item, None) if isinstance(item, str) else (orjson.dumps(item).decode(), item)
+            for item in built]
 
 
 def _ready(values: list[Any]) -> list[Any]:

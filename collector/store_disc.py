@@ -148,12 +148,17 @@ def decode_rows(blob: bytes, received: bytes) -> list[DayRow]:
         if hit is not None:
             _cache.move_to_end(key)
             return hit
-    texts = disc.decode_day(blob)
+    decoded = disc.decode_records(blob)
     arrived = unpack_received(received)
     out = []
-    for text, received_ms in zip(texts, arrived, strict=True):
-        rec = orjson.loads(text)
-        out.append(DayRow(ts_to_ms(rec["ts"]), int(rec.get("seq") or 0), str(rec.get("agent")),
+    stamps: dict[str, int] = {}   # 1 Hz records share their second: each parsed once
+    for (text, parsed), received_ms in zip(decoded, arrived, strict=True):
+        rec = parsed if parsed is not None else orjson.loads(text)
+        ts = rec["ts"]
+        ms = stamps.get(ts)
+        if ms is None:
+            ms = stamps[ts] = ts_to_ms(ts)
+        out.append(DayRow(ms, int(rec.get("seq") or 0), str(rec.get("agent")),
                           str(rec.get("kind")), rec.get("device_seq"), received_ms, text))
     with _cache_lock:
         _cache[key] = out
