@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
@@ -82,11 +83,13 @@ Gap = tuple[str, int, int | None, dict[str, Any]]
 
 
 def _gaps(store: Store, vehicle: str, since: int, profile: Profile) -> Iterator[Gap]:
-    # the compacted days' records inside the period (collector/store_disc.py), as rows
-    packed = list(store_disc.vehicle_rows(store, vehicle, since))
+    equipment = profile.rules.get("equipment.registrador")
+    moving = float(equipment.params.moving_gps_kmh) if equipment is not None else 5.0
+    # the compacted days inside the period (collector/store_disc.py), as what the gaps need
+    packed = _packed(store, vehicle, since, moving)
     yield from _seq_gaps(store, vehicle, since, packed)
     yield from _frame_gaps(store, vehicle, since, packed)
-    yield from _silent_hours(store, vehicle, since, profile, packed)
+    yield from _silent_hours(store, vehicle, since, profile, packed, moving)
     for before_ms, deleted, done_ms in store._read(
             "SELECT before_ms, deleted, done_ms FROM prunes WHERE vehicle = ? AND before_ms > ?",
             (vehicle, since)):
@@ -95,7 +98,99 @@ def _gaps(store: Store, vehicle: str, since: int, profile: Profile) -> Iterator[
                        f"{ms_to_ts(int(done_ms))}, inside the minimum"})
 
 
-def _seq_gaps(store: Store, vehicle: str, since: int, packed: list[DayRow]) -> Iterator[Gap]:
+@dataclass
+class Packed:
+    """What the gaps need of compacted records: each agent's seqs and the frame numbers as the
+    ends of their unbroken runs (a run's inside cannot hold a gap), the hours with a registrador
+    record and the hours moving by GPS."""
+
+    seqs: list[tuple[str, int, int]] = field(default_factory=list)   # agent, seq, ts
+    frames: list[tuple[int, int]] = field(default_factory=list)      # frame, first ts
+    #: (agent, first, last) of each run of seqs, (first, last) of each run of frames: the two
+    #: ends of a run side by side are no gap
+    seq_runs: set[tuple[str, int, int]] = field(default_factory=set)
+    frame_runs: set[tuple[int, int]] = field(default_factory=set)
+    framed_hours: set[int] = field(default_factory=set)
+    moved_hours: set[int] = field(default_factory=set)
+
+    def add(self, other: Packed) -> None:
+        self.seqs += other.seqs
+        self.frames += other.frames
+        self.seq_runs |= other.seq_runs
+        self.frame_runs |= other.frame_runs
+        self.framed_hours |= other.framed_hours
+        self.moved_hours |= other.moved_hours
+
+
+#: Each compacted day's facts, by (store, vehicle, day, when made, moving km/h): a day does not
+#: change until reopened (made again), so each refresh decodes only the days new since.
+_FACTS: dict[tuple[str, str, str, int, float], Packed] = {}
+_FACTS_MAX: Final = 100_000
+
+
+def _packed(store: Store, vehicle: str, since: int, moving: float) -> Packed:
+    out = Packed()
+    for day in store_disc.days(store, vehicle, since):
+        whole = day.first_ms >= since
+        key = (store.location, vehicle, day.day, day.made_ms, moving)
+        facts = _FACTS.get(key) if whole else None
+        if facts is None:
+            facts = _facts((r for r in store_disc.day_rows(store, day) if r.ts_ms >= since),
+                           moving)
+            if whole:
+                if len(_FACTS) >= _FACTS_MAX:
+                    _FACTS.clear()
+                _FACTS[key] = facts
+        out.add(facts)
+    return out
+
+
+def _ends(items: list[tuple[int, int]],
+          ordered: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(number, ts) sorted (by number, or as given when ``ordered``): the ends of each run of
+    consecutive numbers, and the runs as (first, last)."""
+    items = items if ordered else sorted(items)
+    kept: list[tuple[int, int]] = []
+    runs: list[tuple[int, int]] = []
+    for i, (number, ts) in enumerate(items):
+        starts = i == 0 or items[i - 1][0] != number - 1
+        ends = i == len(items) - 1 or items[i + 1][0] != number + 1
+        if starts:
+            first = number
+        if starts or ends:
+            kept.append((number, ts))
+        if ends and number > first + 1:
+            runs.append((first, number))
+    return kept, runs
+
+
+def _facts(rows: Iterator[DayRow], moving: float) -> Packed:
+    by_agent: dict[str, list[tuple[int, int]]] = {}
+    frames: dict[int, int] = {}
+    out = Packed()
+    for row in rows:
+        hour = row.ts_ms // HOUR_MS
+        if row.agent != OPERATOR:
+            by_agent.setdefault(row.agent, []).append((row.seq, row.ts_ms))
+        if row.device_seq is not None:
+            number = int(row.device_seq)
+            frames[number] = min(row.ts_ms, frames.get(number, row.ts_ms))
+            out.framed_hours.add(hour)
+        if row.kind == "position" and hour not in out.moved_hours:
+            speed = orjson.loads(row.text).get("kmh")
+            if isinstance(speed, int | float) and speed >= moving:
+                out.moved_hours.add(hour)
+    for agent, seqs in by_agent.items():
+        kept, runs = _ends(seqs, False)
+        out.seqs += [(agent, seq, ts) for seq, ts in kept]
+        out.seq_runs |= {(agent, a, b) for a, b in runs}
+    in_time = sorted(frames.items(), key=lambda item: (item[1], item[0]))
+    out.frames, runs = _ends(in_time, True)
+    out.frame_runs = set(runs)
+    return out
+
+
+def _seq_gaps(store: Store, vehicle: str, since: int, packed: Packed) -> Iterator[Gap]:
     kept = {(str(a), int(s)) for a, s in store._read(
         "SELECT agent, seq FROM links WHERE vehicle = ? AND state IN ('frame', 'conflict')",
         (vehicle,))}
@@ -106,9 +201,8 @@ def _seq_gaps(store: Store, vehicle: str, since: int, packed: list[DayRow]) -> I
             "SELECT agent, seq, ts_ms FROM records WHERE vehicle = ? AND agent <> ? "
             "AND ts_ms >= ? ORDER BY agent, seq", (vehicle, OPERATOR, since)):
         by_agent.setdefault(str(agent), []).append((int(seq), int(ts_ms)))
-    for row in packed:
-        if row.agent != OPERATOR:
-            by_agent.setdefault(row.agent, []).append((row.seq, row.ts_ms))
+    for agent, seq, ts_ms in packed.seqs:
+        by_agent.setdefault(agent, []).append((seq, ts_ms))
     for agent, rows in by_agent.items():
         present = dict(rows)
         for seq in (s for a, s in kept if a == agent):
@@ -124,7 +218,7 @@ def _seq_gaps(store: Store, vehicle: str, since: int, packed: list[DayRow]) -> I
                        {"agent": agent, "gap": f"seq 1-{first - 1} missing: the oldest record "
                                                f"kept is seq {first}"})
         for before, after in itertools.pairwise(seqs):
-            if after > before + 1:
+            if after > before + 1 and (agent, before, after) not in packed.seq_runs:
                 start = present[before] if present[before] >= 0 else present[after]
                 end = present[after] if present[after] >= 0 else None
                 what = (f"seq {before + 1}" if after == before + 2
@@ -133,22 +227,26 @@ def _seq_gaps(store: Store, vehicle: str, since: int, packed: list[DayRow]) -> I
 
 
 def _packed_before(store: Store, vehicle: str, agent: str, seq: int, since: int) -> bool:
-    """Whether a compacted day before ``since`` holds a record of the agent before ``seq``."""
-    return any(r.agent == agent and r.seq < seq
-               for r in store_disc.vehicle_rows(store, vehicle, None, since))
+    """Whether a compacted day before ``since`` holds a record of the agent before ``seq``
+    (newest day first: an agent's seqs grow with time)."""
+    for day in reversed(store_disc.days(store, vehicle, None, since)):
+        if any(r.agent == agent and r.seq < seq for r in store_disc.day_rows(store, day)):
+            return True
+    return False
 
 
-def _frame_gaps(store: Store, vehicle: str, since: int, packed: list[DayRow]) -> Iterator[Gap]:
+def _frame_gaps(store: Store, vehicle: str, since: int, packed: Packed) -> Iterator[Gap]:
     previous: tuple[int, int] | None = None
     earliest: dict[int, int] = {}
     for device_seq, ts_ms in [*store._read(
             "SELECT device_seq, min(ts_ms) FROM records WHERE vehicle = ? AND ts_ms >= ? "
             "AND device_seq IS NOT NULL GROUP BY device_seq", (vehicle, since)),
-            *((r.device_seq, r.ts_ms) for r in packed if r.device_seq is not None)]:
+            *packed.frames]:
         number, at = int(device_seq), int(ts_ms)
         earliest[number] = min(at, earliest.get(number, at))
     for number, at in sorted(earliest.items(), key=lambda item: (item[1], item[0])):
-        if previous is not None and number > previous[0] + 1:
+        if previous is not None and number > previous[0] + 1 \
+                and (previous[0], number) not in packed.frame_runs:
             first, last = previous[0] + 1, number - 1
             what = f"frame {first}" if first == last else f"frames {first}-{last}"
             yield ("frame_gap", previous[1], at,
@@ -157,24 +255,18 @@ def _frame_gaps(store: Store, vehicle: str, since: int, packed: list[DayRow]) ->
 
 
 def _silent_hours(store: Store, vehicle: str, since: int, profile: Profile,
-                  packed: list[DayRow]) -> Iterator[Gap]:
+                  packed: Packed, moving: float) -> Iterator[Gap]:
     framed = {int(h) for (h,) in store._read(
         "SELECT DISTINCT ts_ms / 3600000 FROM records WHERE vehicle = ? AND ts_ms >= ? "
         "AND device_seq IS NOT NULL", (vehicle, since))}
-    framed |= {r.ts_ms // HOUR_MS for r in packed if r.device_seq is not None}
+    framed |= packed.framed_hours
     if not framed:
         return  # no registrador records in the store: nothing to miss (e.g. an FMS bus)
-    equipment = profile.rules.get("equipment.registrador")
-    moving = float(equipment.params.moving_gps_kmh) if equipment is not None else 5.0
     kmh = store.json_number_sql.format(field="kmh")
     moved = {int(h) for (h,) in store._read(
         f"SELECT DISTINCT ts_ms / 3600000 FROM records WHERE vehicle = ? AND ts_ms >= ? "
         f"AND kind = 'position' AND {kmh} >= ?", (vehicle, since, moving))}
-    for row in packed:
-        if row.kind == "position" and row.ts_ms // HOUR_MS not in moved:
-            speed = orjson.loads(row.text).get("kmh")
-            if isinstance(speed, int | float) and speed >= moving:
-                moved.add(row.ts_ms // HOUR_MS)
+    moved |= packed.moved_hours
     hours = sorted(moved - framed)
     run: list[int] = []
     for hour in [*hours, None]:
