@@ -18,6 +18,7 @@ The blob's layout is :mod:`collector.disc`'s (versions 1 and 2); a blob this mod
 from __future__ import annotations
 
 import hashlib
+import operator
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from collector import disc
 from protocols.records import ms_to_ts, ts_to_ms
 
 SAMPLES: Final = ("speed", "position")
+_SAMPLE_SET: Final = frozenset(SAMPLES)
 #: Projections kept in memory (all stores of the process together): a page reads a day's
 #: speeds and events in turn, and the next view of the same day is served from here.
 CACHE_DAYS: Final = 16
@@ -51,13 +53,20 @@ class DayColumns:
     _verbatim: list[dict[str, Any]]
     _columns: dict[str, list[Any]] = field(default_factory=dict)
     _speeds: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    _events: list[int] | None = None
 
     def column(self, name: str) -> list[Any]:
         """A column's values, decoded once."""
         got = self._columns.get(name)
         if got is None:
             kind, at, nbytes, length = self._spans[name]
-            got = self._columns[name] = disc._uncolumn(kind, self._plain[at:at + nbytes], length)
+            data = self._plain[at:at + nbytes]
+            words = orjson.loads(data.partition(b"\n")[0]) if kind == "dict" else None
+            if words is not None and len(words) == 1:   # one value all day (vehicle, agent)
+                got = [words[0]] * length
+            else:
+                got = disc._uncolumn(kind, data, length)
+            self._columns[name] = got
         return got
 
     def speeds(self, kind: str, since_ms: int, until_ms: int) -> list[tuple[int, float]]:
@@ -82,9 +91,12 @@ class DayColumns:
     def events(self, since_ms: int, until_ms: int) -> list[dict[str, Any]]:
         """The records other than samples with since <= ts < until, rebuilt from their columns
         (a ``prev`` or a ``raw`` the codec dropped, to rebuild on a whole decode, is left out)."""
+        if self._events is None:   # the non-sample records' indices, found by C loops
+            self._events = list(compress(range(len(self.kinds)),
+                                         map(operator.not_, map(_SAMPLE_SET.__contains__,
+                                                                self.kinds))))
         ts_ms = self.ts_ms
-        wanted = [i for i, k in enumerate(self.kinds)
-                  if k != "speed" and k != "position" and since_ms <= ts_ms[i] < until_ms]
+        wanted = [i for i in self._events if since_ms <= ts_ms[i] < until_ms]
         out: list[dict[str, Any]] = []
         seen: Counter[int] = Counter()
         done = 0

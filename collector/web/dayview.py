@@ -178,7 +178,8 @@ def _trace(out: VehicleDay, speeds: list[tuple[int, float]], stop_kmh: float) ->
     out.minutes = [None] * n
     if not speeds:
         return
-    ts, kmh = (list(col) for col in zip(*speeds, strict=True))
+    ts = [ms for ms, _ in speeds]
+    kmh = [v for _, v in speeds]
     steps = list(map(operator.sub, ts[1:], ts[:-1]))
     if steps and not 0 < min(steps) <= max(steps) <= GAP_MS:
         # a gap longer than GAP_MS, or two samples in one millisecond: that step counts nothing
