@@ -85,9 +85,7 @@ class ChainVerifier:
         read = self.store._read
         state = {(v, a): (int(s), str(h)) for v, a, s, h in read(
             "SELECT vehicle, agent, seq, hash FROM chain_state")}
-        for vehicle, agent, top in read(
-            "SELECT vehicle, agent, max(seq) FROM links GROUP BY vehicle, agent"
-        ):
+        for vehicle, agent, top in self._agents():
             seq, expected = state.get((vehicle, agent), (0, GENESIS))
             if int(top) <= seq:
                 continue
@@ -124,6 +122,23 @@ class ChainVerifier:
         for event in events:
             log.warning("integrity: %s agent %s seq %s: %s (%s)", *event[:5])
         return len(events)
+
+    def _agents(self) -> list[tuple[str, str, int]]:
+        """Every (vehicle, agent) of ``links`` with its highest seq, by a loose index scan: two
+        seeks on the links' key per agent (its highest seq, then the next agent after it), so a
+        pass costs the number of agents, not of links (``GROUP BY vehicle, agent`` read every
+        link: 1.5 s a pass for 2 million of them, every ``interval_s``)."""
+        read = self.store._read
+        out: list[tuple[str, str, int]] = []
+        first = read("SELECT vehicle, agent FROM links ORDER BY vehicle, agent, seq LIMIT 1")
+        while first:
+            vehicle, agent = str(first[0][0]), str(first[0][1])
+            top = int(read("SELECT max(seq) FROM links WHERE vehicle = ? AND agent = ?",
+                           (vehicle, agent))[0][0])
+            out.append((vehicle, agent, top))
+            first = read("SELECT vehicle, agent FROM links WHERE (vehicle, agent, seq) > (?, ?, ?) "
+                         "ORDER BY vehicle, agent, seq LIMIT 1", (vehicle, agent, top))
+        return out
 
     def _checkpoint(self, vehicle: str, agent: str, cp: Checkpoint, received_ms: int,
                     events: list[tuple[Any, ...]], now: int) -> str | None:

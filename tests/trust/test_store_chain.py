@@ -83,3 +83,34 @@ def test_links_checkpoints_conflicts_and_verification(chained_store: Store, tmp_
     found = {(p.agent, p.seq, p.cause) for p in check_store(store, keyring).problems}
     assert ("a1", 2, "conflict") in found
     assert ("b2", 1, "unsigned") in found
+
+
+def test_the_verifier_walks_every_agent_of_every_vehicle(chained_store: Store,
+                                                          tmp_path: Path) -> None:
+    # Links as the ingest writes them for three agents of two vehicles (the verifier finds the
+    # agents by seeking the links' key, not by reading every link); one chain broken at seq 3.
+    store = chained_store
+    _, ca_cert = identity.make_ca("test CA")
+    (tmp_path / "ca.crt").write_bytes(identity.cert_pem(ca_cert))
+    write_entries(tmp_path / "keyring.json", [])
+
+    def digest(vehicle: str, agent: str, seq: int) -> str:
+        return f"{vehicle}{agent}{seq}".encode().hex().ljust(64, "0")[:64]
+
+    tops = {("ABC1D23", "a1"): 3, ("ABC1D23", "a2"): 2, ("XYZ9K88", "a1"): 4}
+    links = []
+    for (vehicle, agent), top in tops.items():
+        for seq in range(1, top + 1):
+            prev = GENESIS if seq == 1 else digest(vehicle, agent, seq - 1)
+            if (vehicle, seq) == ("XYZ9K88", 3):
+                prev = "f" * 64
+            links.append((vehicle, agent, seq, digest(vehicle, agent, seq), prev, "stored", 0))
+    store.apply([("INSERT INTO links (vehicle, agent, seq, hash, prev, state, received_ms) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?)", links)])
+    verifier = ChainVerifier(store, tmp_path / "ca.crt", tmp_path / "keyring.json")
+    assert verifier.run_once() == 1
+    assert sorted((str(v), str(a), int(s)) for v, a, s in store._read(
+        "SELECT vehicle, agent, seq FROM chain_state")) == [
+        ("ABC1D23", "a1", 3), ("ABC1D23", "a2", 2), ("XYZ9K88", "a1", 4)]
+    assert [tuple(r) for r in store._read("SELECT vehicle, agent, seq, cause FROM integrity")] == [
+        ("XYZ9K88", "a1", 3, "chain_break")]
