@@ -35,6 +35,7 @@ from collector import store_live
 from collector.live_leases import TTL_S, Leases
 from collector.live_rules import LiveRules, finding_row
 from collector.partitions import PartitionedEngine, partition_names, partition_of
+from collector.retention_days import Summaries
 from collector.retention_findings import retention_findings
 from collector.rules.engine import Engine
 from collector.rules.finding import Finding, sort_key
@@ -135,6 +136,8 @@ class LiveFindings:
         self.renew_s = lease_s / 3 if self.leases.shared else refresh_s
         self._live = LiveRules(store, self._registry, registry_path.read_bytes(), self.profiles,
                                default_profile, leases=self.leases)
+        #: retention.minimum's per vehicle-day summaries, kept between evaluations
+        self.retention_days = Summaries(store)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="findings", daemon=True)
         self.evaluations = 0
@@ -182,7 +185,7 @@ class LiveFindings:
             # missing inside the minimum period, collector/retention_findings.py).
             found = integrity_findings(self.store, self.default_profile)
             found += retention_findings(self.store, reg, self.profiles, as_of,
-                                        self.default_profile)
+                                        self.default_profile, self.retention_days)
             store_live.replace_store_only(self.store, STORE_ONLY,
                                           [finding_row(f, STORE_ONLY, None) for f in found])
         self.evaluations += 1

@@ -17,6 +17,9 @@ starts:
 - ``short_history`` — the store holds less than the minimum: an agent's oldest stored record is
   inside the minimum period but is not its seq 1, and the seqs before it were not pruned (so they
   were lost); or a prune deleted records the minimum now covers (the profile changed).
+
+All but the prunes are judged from the per vehicle-day summaries of collector/retention_days.py
+(brought up to date with what arrived first), never by reading the minimum period's records.
 """
 
 from __future__ import annotations
@@ -24,27 +27,27 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final
 
-import orjson
-
-from collector import store_disc
 from collector.registry import Registry
 from collector.retention import RULE, cutoff_ms, local_day, vehicle_profile
+from collector.retention_days import Day, Summaries, frames_in_order, hour_runs, merge_runs
 from collector.rules.profile import DEFAULT_PROFILE, Profile
 from collector.store import Store
-from collector.store_disc import DayRow
 from protocols.records import ms_to_ts
 
 HOUR_MS: Final = 3_600_000
-OPERATOR: Final = "operator"
 
 
 def retention_findings(store: Store, registry: Registry | None, profiles: Mapping[str, Profile],
-                       now_ms: int, default: str = DEFAULT_PROFILE) -> list[dict[str, Any]]:
-    """Every ``retention.minimum`` finding of the store, judged on local day of ``now``."""
+                       now_ms: int, default: str = DEFAULT_PROFILE,
+                       summaries: Summaries | None = None) -> list[dict[str, Any]]:
+    """Every ``retention.minimum`` finding of the store, judged on local day of ``now``, from the
+    per vehicle-day summaries (``summaries``: the running collector's, kept between
+    evaluations; brought up to date with what arrived first)."""
+    days = summaries if summaries is not None else Summaries(store)
+    days.update(registry, dict(profiles), default)
     out: list[dict[str, Any]] = []
     for vehicle in store.vehicle_ids():
         profile = vehicle_profile(vehicle, registry, profiles, default)
@@ -52,7 +55,7 @@ def retention_findings(store: Store, registry: Registry | None, profiles: Mappin
         if rule is None or not rule.applies:
             continue
         since = cutoff_ms(local_day(now_ms, profile), int(rule.params.minimum_days), profile)
-        for cause, start, end, details in _gaps(store, vehicle, since, profile):
+        for cause, start, end, details in _gaps(store, days, vehicle, since, profile):
             out.append(_finding(vehicle, profile, cause, start, end,
                                 {**details, "day": local_day(start, profile).isoformat(),
                                  "minimum_days": int(rule.params.minimum_days)}))
@@ -82,14 +85,12 @@ def _finding(vehicle: str, profile: Profile, cause: str, start: int, end: int | 
 Gap = tuple[str, int, int | None, dict[str, Any]]
 
 
-def _gaps(store: Store, vehicle: str, since: int, profile: Profile) -> Iterator[Gap]:
-    equipment = profile.rules.get("equipment.registrador")
-    moving = float(equipment.params.moving_gps_kmh) if equipment is not None else 5.0
-    # the compacted days inside the period (collector/store_disc.py), as what the gaps need
-    packed = _packed(store, vehicle, since, moving)
-    yield from _seq_gaps(store, vehicle, since, packed)
-    yield from _frame_gaps(store, vehicle, since, packed)
-    yield from _silent_hours(store, vehicle, since, profile, packed, moving)
+def _gaps(store: Store, summaries: Summaries, vehicle: str, since: int,
+          profile: Profile) -> Iterator[Gap]:
+    days = summaries.days(vehicle, since)
+    yield from _seq_gaps(store, summaries, vehicle, since, days)
+    yield from _frame_gaps(days)
+    yield from _silent_hours(days, profile)
     for before_ms, deleted, done_ms in store._read(
             "SELECT before_ms, deleted, done_ms FROM prunes WHERE vehicle = ? AND before_ms > ?",
             (vehicle, since)):
@@ -98,185 +99,57 @@ def _gaps(store: Store, vehicle: str, since: int, profile: Profile) -> Iterator[
                        f"{ms_to_ts(int(done_ms))}, inside the minimum"})
 
 
-@dataclass
-class Packed:
-    """What the gaps need of compacted records: each agent's seqs and the frame numbers as the
-    ends of their unbroken runs (a run's inside cannot hold a gap), the hours with a registrador
-    record and the hours moving by GPS."""
-
-    seqs: list[tuple[str, int, int]] = field(default_factory=list)   # agent, seq, ts
-    frames: list[tuple[int, int]] = field(default_factory=list)      # frame, first ts
-    #: (agent, first, last) of each run of seqs, (first, last) of each run of frames: the two
-    #: ends of a run side by side are no gap
-    seq_runs: set[tuple[str, int, int]] = field(default_factory=set)
-    frame_runs: set[tuple[int, int]] = field(default_factory=set)
-    framed_hours: set[int] = field(default_factory=set)
-    moved_hours: set[int] = field(default_factory=set)
-
-    def add(self, other: Packed) -> None:
-        self.seqs += other.seqs
-        self.frames += other.frames
-        self.seq_runs |= other.seq_runs
-        self.frame_runs |= other.frame_runs
-        self.framed_hours |= other.framed_hours
-        self.moved_hours |= other.moved_hours
-
-
-#: Each compacted day's facts, by (store, vehicle, day, when made, moving km/h): a day does not
-#: change until reopened (made again), so each refresh decodes only the days new since.
-_FACTS: dict[tuple[str, str, str, int, float], Packed] = {}
-_FACTS_MAX: Final = 100_000
-
-
-def _packed(store: Store, vehicle: str, since: int, moving: float) -> Packed:
-    out = Packed()
-    for day in store_disc.days(store, vehicle, since):
-        whole = day.first_ms >= since
-        key = (store.location, vehicle, day.day, day.made_ms, moving)
-        facts = _FACTS.get(key) if whole else None
-        if facts is None:
-            facts = _facts((r for r in store_disc.day_rows(store, day) if r.ts_ms >= since),
-                           moving)
-            if whole:
-                if len(_FACTS) >= _FACTS_MAX:
-                    _FACTS.clear()
-                _FACTS[key] = facts
-        out.add(facts)
-    return out
-
-
-def _ends(items: list[tuple[int, int]],
-          ordered: bool) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(number, ts) sorted (by number, or as given when ``ordered``): the ends of each run of
-    consecutive numbers, and the runs as (first, last)."""
-    items = items if ordered else sorted(items)
-    kept: list[tuple[int, int]] = []
-    runs: list[tuple[int, int]] = []
-    for i, (number, ts) in enumerate(items):
-        starts = i == 0 or items[i - 1][0] != number - 1
-        ends = i == len(items) - 1 or items[i + 1][0] != number + 1
-        if starts:
-            first = number
-        if starts or ends:
-            kept.append((number, ts))
-        if ends and number > first + 1:
-            runs.append((first, number))
-    return kept, runs
-
-
-def _facts(rows: Iterator[DayRow], moving: float) -> Packed:
-    by_agent: dict[str, list[tuple[int, int]]] = {}
-    frames: dict[int, int] = {}
-    out = Packed()
-    for row in rows:
-        hour = row.ts_ms // HOUR_MS
-        if row.agent != OPERATOR:
-            by_agent.setdefault(row.agent, []).append((row.seq, row.ts_ms))
-        if row.device_seq is not None:
-            number = int(row.device_seq)
-            frames[number] = min(row.ts_ms, frames.get(number, row.ts_ms))
-            out.framed_hours.add(hour)
-        if row.kind == "position" and hour not in out.moved_hours:
-            speed = orjson.loads(row.text).get("kmh")
-            if isinstance(speed, int | float) and speed >= moving:
-                out.moved_hours.add(hour)
-    for agent, seqs in by_agent.items():
-        kept, runs = _ends(seqs, False)
-        out.seqs += [(agent, seq, ts) for seq, ts in kept]
-        out.seq_runs |= {(agent, a, b) for a, b in runs}
-    in_time = sorted(frames.items(), key=lambda item: (item[1], item[0]))
-    out.frames, runs = _ends(in_time, True)
-    out.frame_runs = set(runs)
-    return out
-
-
-def _seq_gaps(store: Store, vehicle: str, since: int, packed: Packed) -> Iterator[Gap]:
-    kept = {(str(a), int(s)) for a, s in store._read(
+def _seq_gaps(store: Store, summaries: Summaries, vehicle: str, since: int,
+              days: list[Day]) -> Iterator[Gap]:
+    runs: dict[str, list[list[int]]] = {}
+    for day in days:
+        for agent, got in day.seqs.items():
+            runs.setdefault(agent, []).extend(got)
+    if not runs:
+        return
+    kept = [(str(a), int(s)) for a, s in store._read(
         "SELECT agent, seq FROM links WHERE vehicle = ? AND state IN ('frame', 'conflict')",
-        (vehicle,))}
-    pruned = {(str(a), int(s)) for a, s in store._read(
-        "SELECT agent, seq FROM links WHERE vehicle = ? AND state = 'pruned'", (vehicle,))}
-    by_agent: dict[str, list[tuple[int, int]]] = {}
-    for agent, seq, ts_ms in store._read(
-            "SELECT agent, seq, ts_ms FROM records WHERE vehicle = ? AND agent <> ? "
-            "AND ts_ms >= ? ORDER BY agent, seq", (vehicle, OPERATOR, since)):
-        by_agent.setdefault(str(agent), []).append((int(seq), int(ts_ms)))
-    for agent, seq, ts_ms in packed.seqs:
-        by_agent.setdefault(agent, []).append((seq, ts_ms))
-    for agent, rows in by_agent.items():
-        present = dict(rows)
-        for seq in (s for a, s in kept if a == agent):
-            present.setdefault(seq, -1)
-        seqs = sorted(present)
-        first = seqs[0]
-        if first > 1 and (agent, first - 1) not in pruned:
-            older = store._read("SELECT count(*) FROM records WHERE vehicle = ? AND agent = ? "
-                                "AND seq < ?", (vehicle, agent, first))
-            if int(older[0][0]) == 0 and not _packed_before(store, vehicle, agent, first, since):
-                ts = present[first] if present[first] >= 0 else since
-                yield ("short_history", since, ts,
-                       {"agent": agent, "gap": f"seq 1-{first - 1} missing: the oldest record "
-                                               f"kept is seq {first}"})
-        for before, after in itertools.pairwise(seqs):
-            if after > before + 1 and (agent, before, after) not in packed.seq_runs:
-                start = present[before] if present[before] >= 0 else present[after]
-                end = present[after] if present[after] >= 0 else None
-                what = (f"seq {before + 1}" if after == before + 2
-                        else f"seq {before + 1}-{after - 1}")
-                yield ("seq_gap", start, end, {"agent": agent, "gap": f"{what} missing"})
+        (vehicle,))]
+    for agent in sorted(runs):
+        seqs = merge_runs([*runs[agent], *([s, s, -1, -1] for a, s in kept if a == agent)])
+        first = seqs[0][0]
+        if first > 1 and not store._read(
+                "SELECT 1 FROM links WHERE vehicle = ? AND agent = ? AND seq = ? "
+                "AND state = 'pruned'", (vehicle, agent, first - 1)) \
+                and not summaries.older_seq(vehicle, agent, first, since):
+            ts = seqs[0][2] if seqs[0][2] >= 0 else since
+            yield ("short_history", since, ts,
+                   {"agent": agent, "gap": f"seq 1-{first - 1} missing: the oldest record "
+                                           f"kept is seq {first}"})
+        for low, high in itertools.pairwise(seqs):
+            before, after = low[1], high[0]
+            start = low[3] if low[3] >= 0 else high[2]
+            end = high[2] if high[2] >= 0 else None
+            what = (f"seq {before + 1}" if after == before + 2
+                    else f"seq {before + 1}-{after - 1}")
+            yield ("seq_gap", start, end, {"agent": agent, "gap": f"{what} missing"})
 
 
-def _packed_before(store: Store, vehicle: str, agent: str, seq: int, since: int) -> bool:
-    """Whether a compacted day before ``since`` holds a record of the agent before ``seq``
-    (newest day first: an agent's seqs grow with time)."""
-    for day in reversed(store_disc.days(store, vehicle, None, since)):
-        if any(r.agent == agent and r.seq < seq for r in store_disc.day_rows(store, day)):
-            return True
-    return False
-
-
-def _frame_gaps(store: Store, vehicle: str, since: int, packed: Packed) -> Iterator[Gap]:
-    previous: tuple[int, int] | None = None
-    earliest: dict[int, int] = {}
-    for device_seq, ts_ms in [*store._read(
-            "SELECT device_seq, min(ts_ms) FROM records WHERE vehicle = ? AND ts_ms >= ? "
-            "AND device_seq IS NOT NULL GROUP BY device_seq", (vehicle, since)),
-            *packed.frames]:
-        number, at = int(device_seq), int(ts_ms)
-        earliest[number] = min(at, earliest.get(number, at))
-    for number, at in sorted(earliest.items(), key=lambda item: (item[1], item[0])):
-        if previous is not None and number > previous[0] + 1 \
-                and (previous[0], number) not in packed.frame_runs:
-            first, last = previous[0] + 1, number - 1
+def _frame_gaps(days: list[Day]) -> Iterator[Gap]:
+    for low, high in itertools.pairwise(frames_in_order(days)):
+        if high[0] > low[1] + 1:
+            first, last = low[1] + 1, high[0] - 1
             what = f"frame {first}" if first == last else f"frames {first}-{last}"
-            yield ("frame_gap", previous[1], at,
+            yield ("frame_gap", low[3], high[2],
                    {"agent": "registrador", "gap": f"registrador {what} missing"})
-        previous = (number, at)
 
 
-def _silent_hours(store: Store, vehicle: str, since: int, profile: Profile,
-                  packed: Packed, moving: float) -> Iterator[Gap]:
-    framed = {int(h) for (h,) in store._read(
-        "SELECT DISTINCT ts_ms / 3600000 FROM records WHERE vehicle = ? AND ts_ms >= ? "
-        "AND device_seq IS NOT NULL", (vehicle, since))}
-    framed |= packed.framed_hours
+def _silent_hours(days: list[Day], profile: Profile) -> Iterator[Gap]:
+    framed = {h for day in days for h in day.framed}
     if not framed:
         return  # no registrador records in the store: nothing to miss (e.g. an FMS bus)
-    kmh = store.json_number_sql.format(field="kmh")
-    moved = {int(h) for (h,) in store._read(
-        f"SELECT DISTINCT ts_ms / 3600000 FROM records WHERE vehicle = ? AND ts_ms >= ? "
-        f"AND kind = 'position' AND {kmh} >= ?", (vehicle, since, moving))}
-    moved |= packed.moved_hours
-    hours = sorted(moved - framed)
-    run: list[int] = []
-    for hour in [*hours, None]:
-        if hour is not None and (not run or hour == run[-1] + 1):
-            run.append(hour)
-            continue
-        if run:
-            start, end = run[0] * HOUR_MS, (run[-1] + 1) * HOUR_MS
-            local = datetime.fromtimestamp(start / 1000, profile.tz)
-            yield ("no_registrador", start, end,
-                   {"gap": f"{len(run)} h from {local:%Y-%m-%d %H:00} moving by GPS with no "
-                           "registrador record"})
-        run = [] if hour is None else [hour]
+    equipment = profile.rules.get("equipment.registrador")
+    moving = float(equipment.params.moving_gps_kmh) if equipment is not None else 5.0
+    hours = sorted({h for day in days for h, kmh in day.moving.items() if kmh >= moving}
+                   - framed)
+    for run in hour_runs(hours):
+        start, end = run[0] * HOUR_MS, (run[-1] + 1) * HOUR_MS
+        local = datetime.fromtimestamp(start / 1000, profile.tz)
+        yield ("no_registrador", start, end,
+               {"gap": f"{len(run)} h from {local:%Y-%m-%d %H:00} moving by GPS with no "
+                       "registrador record"})

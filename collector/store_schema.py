@@ -322,4 +322,14 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         CREATE TABLE live_members (holder TEXT PRIMARY KEY, until_ms BIGINT NOT NULL)
         """,
     ),
+    Migration(
+        # retention.minimum without reading the minimum period (collector/retention_days.py):
+        # per vehicle and local day (in the zone named), what the rule judges summed up (seq
+        # runs per agent, registrador frame runs, framed hours, GPS speed per hour) as JSON.
+        "015_retention_days",
+        """
+        CREATE TABLE retention_days (vehicle TEXT NOT NULL, day TEXT NOT NULL,
+            zone TEXT NOT NULL, summary TEXT NOT NULL, PRIMARY KEY (vehicle, day))
+        """,
+    ),
 )

@@ -20,7 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from collector import registry, retention
+from collector import compaction, registry, retention
+from collector.retention_days import LAST_ID, Summaries
 from collector.retention_findings import retention_findings
 from collector.rules.profile import load_profiles
 from collector.store import Store, record_row
@@ -129,3 +130,35 @@ def test_the_same_findings_from_compacted_days(store: Store, tmp_path: Path) -> 
     assert int(store._read("SELECT count(*) FROM records")[0][0]) == 0
     assert len(store_disc.days(store, BUS)) == 4
     assert _gaps(store, fleet) == before
+
+
+EXPECTED = [
+    ("frame_gap", "registrador frames 4-5 missing", "2026-11-20", "2026-11-20T12:02:00.000Z"),
+    ("no_registrador", "2 h from 2026-11-21 10:00 moving by GPS with no registrador record",
+     "2026-11-21", "2026-11-21T13:00:00.000Z"),
+    ("seq_gap", "seq 15-16 missing", "2026-11-20", "2026-11-20T12:03:00.000Z"),
+]
+
+
+def test_summaries_follow_bursts_a_late_frame_and_compacted_days(store: Store,
+                                                                  tmp_path: Path) -> None:
+    """The first test's days delivered in bursts to a collector's summaries (kept between
+    evaluations), the day's first record (seq 11, frame 1) last: the same findings; then every
+    day compacted (its records no longer rows): the same findings again, summed up afresh."""
+    fleet = _fleet(tmp_path)
+    kept = Summaries(store)
+    day = _day("a1", DAY, 11)
+    positions = [_position("a1", 21, ts_to_ms("2026-11-21T13:10:00Z")),
+                 _position("a1", 22, ts_to_ms("2026-11-21T14:20:00Z"))]
+    for burst in (_day("a1", OLD, 1), day[1:], positions, day[:1]):
+        _put(store, burst)
+        found = retention_findings(store, fleet, load_profiles(), NOW, summaries=kept)
+    assert sorted((f["details"]["cause"], f["details"]["gap"], f["details"]["day"], f["start"])
+                  for f in found) == EXPECTED
+    done = compaction.compact(store, fleet, load_profiles(), now_ms=NOW, after_days=2,
+                              pause_s=0)
+    assert len(done) == 3                       # 2025-06-01, 2026-11-20, 2026-11-21
+    assert store._read("SELECT count(*) FROM records")[0][0] == 0
+    store.apply([("DELETE FROM retention_days", [()]),
+                 ("DELETE FROM findings_state WHERE name = ?", [(LAST_ID,)])])
+    assert _gaps(store, fleet) == EXPECTED
