@@ -180,6 +180,15 @@ class Store(StoreSummaries, ABC):
         of each batch were new. Here one statement per batch; a backend may do all at once."""
         return [self._executemany(tx, sql, rows) if rows else 0 for rows in batches]
 
+    def _link_hashes(self, wanted: Sequence[tuple[str, str, Sequence[int]]]
+                     ) -> list[dict[int, str]]:
+        """Inside the ingest's transaction: for each (vehicle, agent, seqs), the chain hash
+        stored in ``links`` under those seqs (seq -> hash; at least those of ``seqs`` that
+        are there). Here one query each; a backend may do all at once."""
+        return [dict(self._query(
+            "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq BETWEEN ? AND ?",
+            (vehicle, agent, min(seqs), max(seqs)))) for vehicle, agent, seqs in wanted]
+
     @abstractmethod
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of a read-only query."""

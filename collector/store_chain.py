@@ -80,9 +80,16 @@ def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
     links = [[(p.vehicle, p.agent, s, h, prev, st, p.received_ms) for s, h, prev, st in p.links]
              if p is not None else [] for p in parts]
     added = store._counted_inserts(tx, INSERT_LINK, links)
-    for part, mine, new, linked in zip(parts, rows, news, added, strict=True):
+    # Batches with links already there (a resend, a conflict): what is stored under those
+    # identities, for all of them in one go where the backend can.
+    again = [i for i, (p, n) in enumerate(zip(parts, added, strict=True))
+             if p is not None and p.links and n < len(p.links)]
+    stored = store._link_hashes([(p.vehicle, p.agent, [s for s, _, _, _ in p.links])
+                                 for i in again if (p := parts[i]) is not None])
+    known = dict(zip(again, stored, strict=True))
+    for i, (part, mine, new) in enumerate(zip(parts, rows, news, strict=True)):
         if part is not None:
-            _conflicts(store, tx, part, mine, new, linked)
+            _conflicts(store, tx, part, mine, new, known.get(i, {}))
     checkpoints = [(p.vehicle, p.agent, *p.checkpoint, p.received_ms)
                    for p in parts if p is not None and p.checkpoint is not None]
     if checkpoints:
@@ -90,18 +97,10 @@ def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
 
 
 def _conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...]], new: int,
-               added: int) -> None:
-    """The conflicts a batch's records make with what is stored (``added``: how many of its
-    links were new)."""
-    vehicle, agent = part.vehicle, part.agent
-    if part.links and added < len(part.links):
-        seqs = [s for s, _, _, _ in part.links]
-        known = dict(
-            store._query(
-                "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq BETWEEN ? AND ?",
-                (vehicle, agent, min(seqs), max(seqs)),
-            )
-        )
+               known: dict[int, str]) -> None:
+    """The conflicts a batch's records make with what is stored (``known``: the hash stored
+    under each of its seqs that was there already)."""
+    if known:
         by_seq = {int(row[2]): row for row in rows}
         for seq, digest, _, _ in part.links:
             if known.get(seq) is not None and known[seq] != digest:
@@ -114,16 +113,17 @@ def _frame_conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[An
     """Rows not inserted although their identity was new: their device frame is stored under
     another seq. Same content is a duplicate frame; different content a conflict."""
     hashes = {seq: digest for seq, digest, _, _ in part.links}
-    for row in rows:
+    framed = [row for row in rows if row[7] is not None and int(row[2]) not in part.conflicts]
+    if not framed:
+        return
+    seqs = [int(row[2]) for row in framed]
+    mine = {int(seq) for (seq,) in store._query(  # stored (now or before) under their own seq
+        "SELECT seq FROM records WHERE vehicle = ? AND agent = ? AND seq BETWEEN ? AND ?",
+        (part.vehicle, part.agent, min(seqs), max(seqs)))}
+    for row in framed:
         seq, key, text = int(row[2]), row[7], str(row[9])
-        if key is None or seq in part.conflicts:
+        if seq in mine:
             continue
-        mine = store._query(
-            "SELECT record FROM records WHERE vehicle = ? AND agent = ? AND seq = ?",
-            (part.vehicle, part.agent, seq),
-        )
-        if mine:
-            continue  # stored (now or before) under its own identity
         stored = store._query(
             "SELECT record FROM records WHERE vehicle = ? AND device_key = ?", (part.vehicle, key)
         )

@@ -149,6 +149,30 @@ class PostgresStore(Store):
             counts.append(new)
         return counts
 
+    def _link_hashes(self, wanted: Sequence[tuple[str, str, Sequence[int]]]
+                     ) -> list[dict[int, str]]:
+        """Every batch's stored link hashes in ONE query (identities unnested and joined): a
+        group of resent batches costs one round trip, not one per batch."""
+        keys = [(i, vehicle, agent, seq) for i, (vehicle, agent, seqs) in enumerate(wanted)
+                for seq in seqs]
+        out: list[dict[int, str]] = [{} for _ in wanted]
+        if not keys:
+            return out
+        rows = self._query_bytes(
+            b"SELECT u.i, l.seq, l.hash FROM unnest(%b::bigint[], %b::text[], %b::text[], "
+            b"%b::bigint[]) AS u(i, vehicle, agent, seq) JOIN links l "
+            b"ON l.vehicle = u.vehicle AND l.agent = u.agent AND l.seq = u.seq",
+            [list(column) for column in zip(*keys, strict=True)])
+        for i, seq, digest in rows:
+            out[int(i)][int(seq)] = str(digest)
+        return out
+
+    def _query_bytes(self, sql: bytes, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        try:
+            return list(self.conn.execute(sql, params).fetchall())
+        except psycopg.Error as err:
+            raise StoreError(f"{self.location}: {err}".splitlines()[0]) from err
+
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:
             return list(self.conn.execute(_pg(sql), params).fetchall())

@@ -13,12 +13,12 @@ MAX_BACKOFF_S: Final = 300.0
 def resend_after(ack_timeout_s: float, attempt: int, rng: random.Random,
                  cap_s: float = MAX_BACKOFF_S) -> float:
     """Seconds to wait for an answer to the ``attempt``-th sending of a batch (1: the first):
-    the ack timeout doubled at each attempt, capped at ``cap_s`` (never below the timeout), with
-    "equal jitter" — half of it fixed, half uniformly random — so that a fleet whose batches
-    went unanswered together (a collector overloaded or gone) does not send them again together.
-    """
+    the ack timeout doubled at each attempt, capped at ``cap_s`` (never below the timeout), plus
+    a random half of it at most — never sooner than the agent's own timeout, and spread, so
+    that a fleet whose batches went unanswered together (a collector overloaded or gone) does
+    not send them again together."""
     base = min(ack_timeout_s * 2.0 ** max(attempt - 1, 0), max(cap_s, ack_timeout_s))
-    return base / 2 + rng.uniform(0.0, base / 2)
+    return base + rng.uniform(0.0, base / 2)
 
 
 def percentile(values: list[float], p: float) -> float | None:

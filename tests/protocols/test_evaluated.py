@@ -47,15 +47,15 @@ def test_an_empty_notice_reads_back_empty() -> None:
 def test_resends_back_off_exponentially_with_jitter_up_to_the_cap() -> None:
     rng = random.Random(7)
     for _ in range(200):
-        # equal jitter: between half and all of the ack timeout doubled per attempt (30 s: 30,
-        # 60, 120, 240, then the 300 s cap)
-        assert 15.0 <= resend_after(30.0, 1, rng) <= 30.0
-        assert 30.0 <= resend_after(30.0, 2, rng) <= 60.0
-        assert 60.0 <= resend_after(30.0, 3, rng) <= 120.0
-        assert 150.0 <= resend_after(30.0, 6, rng) <= 300.0
-        assert 150.0 <= resend_after(30.0, 60, rng) <= 300.0
+        # the ack timeout doubled per attempt (30 s: 30, 60, 120, 240, then the 300 s cap),
+        # plus up to half of it at random: never sooner than the timeout
+        assert 30.0 <= resend_after(30.0, 1, rng) <= 45.0
+        assert 60.0 <= resend_after(30.0, 2, rng) <= 90.0
+        assert 120.0 <= resend_after(30.0, 3, rng) <= 180.0
+        assert 300.0 <= resend_after(30.0, 6, rng) <= 450.0
+        assert 300.0 <= resend_after(30.0, 60, rng) <= 450.0
         # a timeout above the cap is never shortened by it
-        assert 200.0 <= resend_after(400.0, 5, rng) <= 400.0
+        assert 400.0 <= resend_after(400.0, 5, rng) <= 600.0
     spread = {round(resend_after(30.0, 1, rng), 3) for _ in range(50)}
     assert len(spread) > 40  # jittered: not all at once
 
