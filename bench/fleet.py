@@ -11,7 +11,7 @@ are interleaved round by round; the median and spread of each figure over the ro
 with the issue's target beside. Two latencies: to the acknowledgement (stored: the collector
 acknowledges after its commit) and to the collector's evaluation notice naming the record
 (stored and evaluated, protocols/evaluated.py) — the issue's figure. The CPU seconds each
-process used (collectors, simulator, Mosquitto) and the load average are printed beside: on a
+process used (collectors, simulator, Mosquitto, the PostgreSQL server whole) and the load average are printed beside: on a
 shared machine they say where the time went.
 """
 
@@ -62,6 +62,19 @@ def _collector(folder: Path, broker: str, vehicles: int, name: str, database: st
     return CollectorProcess(folder / "collector.toml", port)
 
 
+def _postgres_cpu() -> dict[int, float]:
+    """CPU seconds of every running PostgreSQL process (the whole server, other users' work
+    included: on a shared machine an upper bound of what the collectors cost it)."""
+    out: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if stat.read_text().split(" (", 1)[1].startswith("postgres)"):
+                out[int(stat.parent.name)] = cpu_of(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue  # a process that ended meanwhile
+    return out
+
+
 def _round(work: Path, vehicles: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run of ``vehicles`` buses; the simulator's report, with the CPU seconds of each
     process and the load average before and after."""
@@ -85,11 +98,14 @@ def _round(work: Path, vehicles: int, args: argparse.Namespace) -> dict[str, Any
                                   broker.url, "--workers", str(args.workers), "--json",
                                   *(["--sign"] if args.sign else []))
                 children = resource.getrusage(resource.RUSAGE_CHILDREN)
+                server = _postgres_cpu()
                 sim = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        text=True)
                 out, err = sim.communicate(timeout=args.duration + 600)
                 cpu["collectors"] = sum(cpu_of(c.pid) - before[c.pid] for c in collectors)
                 cpu["mosquitto"] = cpu_of(broker_pid) - broker_cpu
+                cpu["postgresql"] = sum(spent - server[pid] for pid, spent in
+                                        _postgres_cpu().items() if pid in server)
                 done = resource.getrusage(resource.RUSAGE_CHILDREN)
                 cpu["simulator"] = (done.ru_utime + done.ru_stime
                                     - children.ru_utime - children.ru_stime)
@@ -159,7 +175,7 @@ def main() -> None:
               f"(stored p99 {stored.show()})  unanswered or unevaluated {lost}, resends "
               f"{resent.show()}  (issue 16 target p99 <= {TARGET_MS:,.0f} ms: {target(met)}; "
               f"goal {GOAL_MS:,.0f} ms: {target(p99.median <= GOAL_MS and lost == 0)})")
-        for what in ("collectors", "simulator", "mosquitto"):
+        for what in ("collectors", "simulator", "mosquitto", "postgresql"):
             spent = Figure(tuple(r["cpu_s"][what] for r in got))
             print(f"         CPU s of {what}: {spent.show()}", end="")
         loads = ", ".join(f"{a:.1f}->{b:.1f}" for a, b in (r["load"] for r in got))
