@@ -16,6 +16,7 @@ import orjson
 
 from collector import store_disc
 from collector.store import Store
+from protocols.chain import try_hash
 
 #: The most links one bundle carries; beyond, the rest show as gaps (and the summary says so).
 MAX_LINKS = 100_000
@@ -36,26 +37,36 @@ def outside_links(store: Store, vehicle: str, chains: list[dict[str, Any]],
             "r.vehicle = l.vehicle AND r.agent = l.agent AND r.seq = l.seq WHERE l.vehicle = ? "
             "AND l.agent = ? AND l.seq > ? AND l.seq < ? ORDER BY l.seq",
             (vehicle, agent, first, last))
-        packed = _packed_times(store, vehicle, agent, {
-            int(r[0]) for r in rows if r[4] is None and r[3] == "stored" and int(r[0]) not in have})
-        for seq, digest, prev, state, ts in rows:
-            if int(seq) in have:
+        listed = {int(r[0]) for r in rows}
+        packed = _packed(store, vehicle, agent, {
+            int(r[0]) for r in rows if r[4] is None and r[3] == "stored" and int(r[0]) not in have}
+            | {s for s in range(first + 1, last) if s not in have and s not in listed})
+        found = [(int(seq), str(digest), None if prev is None else str(prev), str(state),
+                  None if ts is None else str(ts)) for seq, digest, prev, state, ts in rows]
+        # the links folded into compacted days (collector/compaction.py): from the records
+        found += [(seq, digest, prev, "stored", ts) for seq, (digest, prev, ts) in packed.items()
+                  if seq not in listed]
+        for seq, digest, prev, state, ts in sorted(found):
+            if seq in have:
                 continue
-            when = packed.get(int(seq)) if ts is None else str(ts)
-            out.append({"agent": agent, "seq": int(seq), "hash": str(digest),
-                        "prev": None if prev is None else str(prev), "state": str(state),
-                        "ts": when})
+            when = packed[seq][2] if ts is None and seq in packed else ts
+            out.append({"agent": agent, "seq": seq, "hash": digest, "prev": prev,
+                        "state": state, "ts": when})
             if len(out) >= MAX_LINKS:
                 return out
     return out
 
 
-def _packed_times(store: Store, vehicle: str, agent: str, seqs: set[int]) -> dict[int, str]:
-    """The ``ts`` of stored records of ``seqs`` that are in compacted days (not rows)."""
+def _packed(store: Store, vehicle: str, agent: str,
+            seqs: set[int]) -> dict[int, tuple[str, str | None, str]]:
+    """(hash, prev, ts) of the agent's records of ``seqs`` that are in compacted days."""
     if not seqs:
         return {}
-    found: dict[int, str] = {}
+    found: dict[int, tuple[str, str | None, str]] = {}
     for row in store_disc.vehicle_rows(store, vehicle):
         if row.agent == agent and row.seq in seqs:
-            found[row.seq] = str(orjson.loads(row.text)["ts"])
+            rec = orjson.loads(row.text)
+            prev = rec.get("prev")
+            found[row.seq] = (str(try_hash(rec)), None if prev is None else str(prev),
+                              str(rec["ts"]))
     return found

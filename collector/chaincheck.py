@@ -97,10 +97,18 @@ def check_store(store: Store, keyring: Keyring | None, vehicle: str | None = Non
         # the compacted days' records (collector/store_disc.py), read as the rows they were
         packed: dict[str, list[tuple[int, str, int]]] = {}
         frames: list[tuple[int, int]] = []
-        for row in store_disc.vehicle_rows(store, name):
-            packed.setdefault(row.agent, []).append((row.seq, row.text, row.ts_ms))
-            if row.device_seq is not None:
-                frames.append((int(row.device_seq), row.ts_ms))
+        # of a day whose links were folded into it: each seq -> the hash kept for it (the end
+        # of a stretch of the chain) or None (its hash follows from the records after it)
+        folded: dict[str, dict[int, str | None]] = {}
+        for day in store_disc.days(store, name):
+            ends = store_disc.folded_ends(store, day)
+            for row in store_disc.day_rows(store, day):
+                packed.setdefault(row.agent, []).append((row.seq, row.text, row.ts_ms))
+                if row.device_seq is not None:
+                    frames.append((int(row.device_seq), row.ts_ms))
+                if ends is not None:
+                    folded.setdefault(row.agent, {})[row.seq] = ends.get(row.agent, {}).get(
+                        row.seq)
         agents = sorted(
             {str(r[0]) for r in store._read(
                 "SELECT DISTINCT agent FROM records WHERE vehicle = ? "
@@ -114,7 +122,8 @@ def check_store(store: Store, keyring: Keyring | None, vehicle: str | None = Non
                 )[0][0]) + len(packed.get(agent, ()))
             else:
                 report.agents += 1
-            _check_agent(store, keyring, name, agent, report, packed.get(agent, []))
+            _check_agent(store, keyring, name, agent, report, packed.get(agent, []),
+                         folded.get(agent, {}))
         _check_frames(store, name, report, frames)
         for seq, agent, detail, ts_ms in store._read(
             "SELECT seq, agent, detail, ts_ms FROM integrity WHERE vehicle = ? AND cause = 'conflict'",
@@ -126,7 +135,8 @@ def check_store(store: Store, keyring: Keyring | None, vehicle: str | None = Non
 
 
 def _check_agent(store: Store, keyring: Keyring | None, vehicle: str, agent: str,
-                 report: Report, packed: list[tuple[int, str, int]]) -> None:
+                 report: Report, packed: list[tuple[int, str, int]],
+                 folded: dict[int, str | None]) -> None:
     problems = report.problems
     links = {
         int(seq): (str(digest), prev, str(state))
@@ -150,6 +160,12 @@ def _check_agent(store: Store, keyring: Keyring | None, vehicle: str, agent: str
     for seq, (rec, ts_ms) in records.items():
         digest = try_hash(rec)
         link = links.get(seq)
+        if link is None and seq in folded and digest is not None:
+            # a compacted day's folded link: the hash kept for it, else its own (what comes
+            # after it in the chain vouches for it: a changed record changes every prev after it)
+            kept = folded[seq]
+            link = (kept if kept is not None else digest, rec.get("prev") if rec else None,
+                    "stored")
         if digest is None or rec is None:
             problems.append(Problem(vehicle, agent, seq, "altered", "stored record is not a record",
                                     ts_ms))

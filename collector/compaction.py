@@ -157,6 +157,9 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
         if disc.decode_day(bytes(back[0][0])) != texts or \
                 store_disc.unpack_received(bytes(back[0][1])) != received:
             raise CompactionError(f"{vehicle} {name}: the day does not decode back, left as rows")
+        if existing:   # the compacted records' links, if folded, are rows again first
+            store_disc.unfold(store, tx, existing[0], old, "stored")
+        fold(store, tx, vehicle, name, texts)
         store._executemany(tx, "DELETE FROM records WHERE id = ?", ids)
         store._executemany(tx, "DELETE FROM disc_reopened WHERE vehicle = ? AND day = ?",
                            [(vehicle, name)])
@@ -176,6 +179,40 @@ def _gate(store: Store) -> Iterator[Any]:
         yield tx
         if store.dialect != "postgresql":
             store._executemany(tx, "DELETE FROM compact_gate", [()])
+
+
+def fold(store: Store, tx: Any, vehicle: str, day: str, texts: list[str]) -> bool:
+    """Fold the day's chain links into its row (migration 016_disc_links) when every record has
+    its link (``stored``, the same hash), the live verifier has walked past the day (its
+    ``chain_state``) and no checkpoint of the day waits for verification: the row keeps the
+    hash of the last record of each unbroken stretch of each agent's chain, the link rows go.
+    Whether it folded."""
+    recs = [orjson.loads(t) for t in texts]
+    by_agent: dict[str, dict[int, dict[str, Any]]] = {}
+    for rec in recs:
+        by_agent.setdefault(str(rec.get("agent")), {})[int(rec.get("seq") or 0)] = rec
+    ends: dict[str, list[tuple[int, str]]] = {}
+    for agent, mine in by_agent.items():
+        low, high = min(mine), max(mine)
+        walked = store._query("SELECT seq FROM chain_state WHERE vehicle = ? AND agent = ?",
+                              (vehicle, agent))
+        waiting = store._query("SELECT count(*) FROM checkpoints WHERE vehicle = ? AND agent = ? "
+                               "AND state = 'new' AND seq <= ?", (vehicle, agent, high))
+        if not walked or int(walked[0][0]) < high or int(waiting[0][0]):
+            return False
+        links = {int(q): (str(h), str(st)) for q, h, st in store._query(
+            "SELECT seq, hash, state FROM links WHERE vehicle = ? AND agent = ? AND seq >= ? "
+            "AND seq <= ?", (vehicle, agent, low, high))}
+        hashes = {seq: try_hash(rec) for seq, rec in mine.items()}
+        if any(links.get(seq) != (hashes[seq], "stored") for seq in mine):
+            return False
+        ends[agent] = [(seq, str(hashes[seq])) for seq in sorted(mine)
+                       if seq + 1 not in mine or mine[seq + 1].get("prev") != hashes[seq]]
+    store._executemany(tx, "UPDATE disc_days SET links = ? WHERE vehicle = ? AND day = ?",
+                       [(store_disc.pack_ends(ends), vehicle, day)])
+    store._executemany(tx, "DELETE FROM links WHERE vehicle = ? AND agent = ? AND seq = ?",
+                       [(vehicle, agent, seq) for agent, mine in by_agent.items() for seq in mine])
+    return True
 
 
 def compact(store: Store, registry: Registry | None, profiles: Mapping[str, Profile], *,

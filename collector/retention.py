@@ -169,6 +169,7 @@ def _prune_vehicle(store: Store, vehicle: str, before_ms: int, batch_rows: int, 
     for day in days:   # a compacted day goes whole: its row, its records' links marked pruned
         with _gate(store) as tx:
             packed = store_disc.day_rows(store, day, query=True)
+            store_disc.unfold(store, tx, day, packed, "pruned")  # folded links: rows again
             store._executemany(
                 tx, "UPDATE links SET state = 'pruned' WHERE vehicle = ? AND agent = ? "
                 "AND seq = ? AND state = 'stored'", [(vehicle, r.agent, r.seq) for r in packed])

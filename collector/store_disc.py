@@ -195,6 +195,45 @@ def vehicle_rows(store: Store, vehicle: str, since_ms: int | None = None,
     yield from day_records(store, days(store, vehicle, lo, hi), lo, hi)
 
 
+# -- chain links folded into a day (migration 016_disc_links) ---------------------------------
+def pack_ends(ends: dict[str, list[tuple[int, str]]]) -> bytes:
+    """The hash of the last record of each unbroken stretch of each agent's chain in a day."""
+    return zstandard.ZstdCompressor(level=disc.LEVEL).compress(orjson.dumps(ends))
+
+
+def folded_ends(store: Store, day: DiscDay, query: bool = False) -> dict[str, dict[int, str]] | None:
+    """A day's folded links as {agent: {seq: hash}}, or None when its links are rows."""
+    read = store._query if query else store._read
+    found = read("SELECT links FROM disc_days WHERE vehicle = ? AND day = ?", (day.vehicle, day.day))
+    if not found or found[0][0] is None:
+        return None
+    ends = orjson.loads(zstandard.ZstdDecompressor().decompress(bytes(found[0][0])))
+    return {str(a): {int(seq): str(h) for seq, h in pairs} for a, pairs in ends.items()}
+
+
+def link_rows(vehicle: str, rows: Sequence[DayRow], state: str) -> list[tuple[Any, ...]]:
+    """The ``links`` rows of a day's records (hash computed from each record, its ``prev``)."""
+    out = []
+    for row in rows:
+        rec = orjson.loads(row.text)
+        digest = try_hash(rec)
+        if digest is not None:
+            out.append((vehicle, row.agent, row.seq, digest, rec.get("prev"), state,
+                        row.received_ms))
+    return out
+
+
+def unfold(store: Store, tx: Any, day: DiscDay, rows: Sequence[DayRow], state: str) -> None:
+    """Give a day with folded links its link rows back (``state``: stored, or pruned)."""
+    from collector.store_chain import INSERT_LINK
+
+    if folded_ends(store, day, query=True) is None:
+        return
+    store._executemany(tx, INSERT_LINK, link_rows(day.vehicle, rows, state))
+    store._executemany(tx, "UPDATE disc_days SET links = NULL WHERE vehicle = ? AND day = ?",
+                       [(day.vehicle, day.day)])
+
+
 # -- late records ------------------------------------------------------------------------------
 class Watermarks:
     """Per vehicle, the end of its latest compacted day (read again every :data:`REFRESH_S`):
@@ -247,6 +286,8 @@ def reopen(store: Store, tx: Any, day: DiscDay, now_ms: int) -> list[DayRow]:
     from collector.store import INSERT_RECORD
 
     got = day_rows(store, day, query=True)
+    ends = folded_ends(store, day, query=True)
+    unfold(store, tx, day, got, "stored")
     store._executemany(tx, INSERT_RECORD, [r.row(day.vehicle) for r in got])
     store._executemany(tx, "DELETE FROM disc_days WHERE vehicle = ? AND day = ?",
                        [(day.vehicle, day.day)])
@@ -254,15 +295,17 @@ def reopen(store: Store, tx: Any, day: DiscDay, now_ms: int) -> list[DayRow]:
                        [(day.vehicle, day.day)])
     store._executemany(tx, "INSERT INTO disc_reopened (vehicle, day, reopened_ms, records) "
                        "VALUES (?, ?, ?, ?)", [(day.vehicle, day.day, now_ms, len(got))])
-    check_stretch(store, tx, day.vehicle, got, now_ms)
+    check_stretch(store, tx, day.vehicle, got, now_ms, ends)
     return got
 
 
 def check_stretch(store: Store, tx: Any, vehicle: str, rows: Sequence[DayRow],
-                  found_ms: int) -> int:
+                  found_ms: int, folded: dict[str, dict[int, str]] | None = None) -> int:
     """The chain check of a stretch of records (a reopened day): each record's hash must be its
-    link's, and its ``prev`` the hash of the record (link) before it; what fails becomes an
-    ``integrity`` row (``chain_break``), as the live verifier writes. How many failed."""
+    link's (for a day whose links were folded, the hash kept for the end of each stretch of
+    its chain: a record changed anywhere before it changes every ``prev`` up to it), and its
+    ``prev`` the hash of the record (link) before it; what fails becomes an ``integrity`` row
+    (``chain_break``), as the live verifier writes. How many failed."""
     from collector.store_chain import INSERT_INTEGRITY
 
     by_agent: dict[str, list[DayRow]] = {}
@@ -274,6 +317,8 @@ def check_stretch(store: Store, tx: Any, vehicle: str, rows: Sequence[DayRow],
         links = {int(s): str(h) for s, h in store._query(
             "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq >= ? "
             "AND seq <= ?", (vehicle, agent, min(seqs) - 1, max(seqs)))}
+        if folded is not None:
+            links.update(folded.get(agent, {}))
         for row in mine:
             rec = orjson.loads(row.text)
             digest = try_hash(rec)

@@ -332,4 +332,13 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             zone TEXT NOT NULL, summary TEXT NOT NULL, PRIMARY KEY (vehicle, day))
         """,
     ),
+    Migration(
+        # Chain links folded into compacted days (collector/compaction.py, docs/collector.md "The
+        # digital disc at rest"): where every record of a day had its link (stored, the same
+        # hash) and the live verifier had walked past it, the day keeps the hash of the last
+        # record of each unbroken stretch of its chain (zstd JSON) and its link rows go; a
+        # reopened or pruned day gets its link rows back.
+        "016_disc_links",
+        "ALTER TABLE disc_days ADD COLUMN links {bytes}",
+    ),
 )

@@ -70,6 +70,7 @@ def _signed(tmp_path: Path) -> tuple[Any, Keyring]:
     key = identity.new_signing_key()
     cert = identity.certify_signing_key(ca_key, ca_cert, BUS, "vehicle", key.public_key())
     write_entries(tmp_path / "keyring.json", [entry_json(cert)])
+    (tmp_path / "ca.crt").write_bytes(identity.cert_pem(ca_cert))
     return key, load_keyring(tmp_path / "keyring.json", ca_cert)
 
 
@@ -313,3 +314,58 @@ def test_one_compaction_at_a_time_and_the_daily_run(store: Store, store_url: str
     daily.stop()
     assert runs == [1]
     assert [d.day for d in store_disc.days(store, BUS)] == ["2026-11-27", "2026-11-28"]
+
+
+def _verified(store: Store, tmp_path: Path) -> None:
+    """The live verifier's pass over what is stored (it walks the links, checks checkpoints)."""
+    from collector.verifier import ChainVerifier
+
+    assert ChainVerifier(store, tmp_path / "ca.crt", tmp_path / "keyring.json").run_once() == 0
+
+
+def test_links_fold_into_a_compacted_day_and_still_verify(store: Store, tmp_path: Path) -> None:
+    from collector import retention
+    from collector.bundle_links import outside_links
+
+    key, keyring = _signed(tmp_path)
+    records = _records()
+    _ingest(store, records, key)
+    chains = [{"agent": AGENT, "first_seq": 1, "last_seq": 40}]
+    present = {AGENT: set(range(1, 41)) - {10, 20, 35}}
+    outside = outside_links(store, BUS, chains, present)
+    _verified(store, tmp_path)
+    _compact(store)
+    # the 32 compacted records' links are folded into their days; the 40 others stay rows
+    assert store._read("SELECT count(*) FROM links")[0][0] == 2 * INSTANTS - 32
+    assert store._read("SELECT count(*) FROM disc_days WHERE links IS NOT NULL")[0][0] == 2
+    assert check_store(store, keyring).problems == []
+    assert outside_links(store, BUS, chains, present) == outside
+    # seq 4 (27 November) rewritten in its blob: seq 5's prev no longer names it
+    day = store_disc.days(store, BUS)[0]
+    texts = [r.text for r in store_disc.day_rows(store, day)]
+    from collector.disc import encode_day
+    forged = [json.loads(t) for t in texts]
+    forged[3]["lon"] = -46.7
+
+    def put_day(recs: list[dict[str, Any]]) -> set[tuple[int | None, str]]:
+        blob = encode_day([json.dumps(r, separators=(",", ":")) for r in recs])
+        store.apply([("UPDATE disc_days SET blob = ? WHERE day = ?", [(blob, day.day)])])
+        return {(p.seq, p.cause) for p in check_store(store, keyring).problems}
+
+    assert put_day(forged) == {(5, "chain_break")}
+    # ... and with every prev after it made again: the end of the day's stretch of the chain
+    # (seq 16) no longer hashes to the link kept for it, and seq 17's prev no longer names it
+    for i in range(4, 16):
+        forged[i]["prev"] = record_hash(forged[i - 1])
+    assert put_day(forged) == {(16, "altered"), (17, "chain_break")}
+    store.apply([("UPDATE disc_days SET blob = ? WHERE day = ?", [(encode_day(texts), day.day)])])
+    # a late record reopens 28 November: its links are rows again, the chain still verifies
+    _ingest(store, _late(len(records) + 1, record_hash(records[-1]), "2026-11-28T15:00:01.000Z"),
+            key)
+    assert store._read("SELECT count(*) FROM links")[0][0] == 2 * INSTANTS - 16 + 1
+    assert check_store(store, keyring).problems == []
+    # prune past the minimum: the folded day's links come back as hash-only entries
+    profiles = load_profiles()
+    retention.prune(store, None, profiles, None, now_ms=NOW + 400 * 86_400_000, pause_s=0)
+    states = {int(s): str(st) for s, st in store._read("SELECT seq, state FROM links")}
+    assert [states[s] for s in range(1, 17)] == ["pruned"] * 16
