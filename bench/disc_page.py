@@ -3,6 +3,8 @@
     python -m bench.disc_page [--buses 20] [--days 365] [--raw-days 1] [--repeat 3]
                               [--keep DB | --reuse DB]
 
+(``--raw-days 0``: no day as rows; the rows arms are left out.)
+
 The store is :mod:`bench.longstore`'s: ``buses`` × ``days`` vehicle-days at 1 Hz (bench.check's
 bus-day: a ``speed`` and a ``position`` record each second, two trips with their drivers, stops),
 all but the last ``raw_days`` compacted into one ``disc_days`` row each — what a collector holds
@@ -101,7 +103,7 @@ def main() -> None:
     parser.add_argument("--reuse", type=Path, metavar="DB", help="a store --keep built")
     add_repeat(parser)
     args = parser.parse_args()
-    if args.days <= args.raw_days:
+    if args.raw_days < 0 or args.days <= args.raw_days:
         parser.error("--days must exceed --raw-days (a compacted day is timed)")
     with tempfile.TemporaryDirectory(prefix="disc-page-") as tmp:
         folder = Path(tmp)
@@ -120,7 +122,7 @@ def main() -> None:
         base = next(served)  # a generator: closing it stops the server
         try:
             with httpx.Client(base_url=base, timeout=300) as client:
-                for day in (packed, raw):
+                for day in (packed, raw) if args.raw_days else (packed,):
                     page = client.get(f"/disco/{vehicle}?dia={day}")
                     assert page.status_code == 200, page.text[:300]
                     assert "Disco do dia" in page.text
@@ -141,11 +143,11 @@ def main() -> None:
                         return sum(1 for _ in reader.records(vehicle, local.lo_ms, local.hi_ms))
                     return run
 
-                figures, results = interleaved({
-                    "page_cold": get(packed, True), "page_warm": get(packed, False),
-                    "rows_cold": rows(packed, True), "rows_warm": rows(packed, False),
-                    "raw_page": get(raw, False), "raw_rows": rows(raw, False),
-                }, args.repeat)
+                arms = {"page_cold": get(packed, True), "page_warm": get(packed, False),
+                        "rows_cold": rows(packed, True), "rows_warm": rows(packed, False)}
+                if args.raw_days:
+                    arms |= {"raw_page": get(raw, False), "raw_rows": rows(raw, False)}
+                figures, results = interleaved(arms, args.repeat)
         finally:
             served.close()
             reader.close()
@@ -158,16 +160,19 @@ def main() -> None:
                      f"goal <= {GOAL_MS:.0f} ms: {target(ms[name].median <= GOAL_MS)}")
         print(text)
 
-    print(f"{vehicle}, compacted day {packed}: {results['rows_cold']:,} records; last day {raw} "
-          f"(rows): {results['raw_rows']:,} records; page {results['page_warm']:,} bytes")
+    print(f"{vehicle}, compacted day {packed}: {results['rows_cold']:,} records; page "
+          f"{results['page_warm']:,} bytes")
     line("compacted day: page, cold", "page_cold", True)
     line("compacted day: page, warm", "page_warm", True)
     line("compacted day: Store.records, cold (decoded)", "rows_cold")
     line("compacted day: Store.records, warm", "rows_warm")
-    line("day as rows: page", "raw_page", True)
-    line("day as rows: Store.records (every row read)", "raw_rows")
-    for page_arm, rows_arm in (("page_cold", "rows_cold"), ("page_warm", "rows_warm"),
-                               ("raw_page", "raw_rows")):
+    pairs = [("page_cold", "rows_cold"), ("page_warm", "rows_warm")]
+    if args.raw_days:
+        print(f"last day {raw} (rows): {results['raw_rows']:,} records")
+        line("day as rows: page", "raw_page", True)
+        line("day as rows: Store.records (every row read)", "raw_rows")
+        pairs.append(("raw_page", "raw_rows"))
+    for page_arm, rows_arm in pairs:
         print(f"{page_arm} / {rows_arm}: "
               f"{figures[page_arm].ratio(figures[rows_arm]).show('{:.2f}')}")
     print(host_line())

@@ -5,6 +5,7 @@ string per figure keeps the page fast (no JavaScript, nothing to fetch)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from html import escape
@@ -188,13 +189,17 @@ def timeline(d: VehicleDay, width: float = 960) -> str:
         parts.append("M" + " L".join(pts))
     out.append(f'<path d="{" ".join(parts)}" fill="none" stroke="#111" stroke-width="0.7"/>')
     band_y = top + h + 12
-    for i, m in enumerate(d.minutes):
-        if m is None:
-            continue
-        ms = d.day.lo_ms + i * MINUTE_MS
-        hgt = 8 if m[2] else 2
-        out.append(f'<rect x="{x(ms):.1f}" y="{band_y - hgt / 2:.1f}" width="{width / len(d.minutes) + 0.2:.2f}" '
-                   f'height="{hgt}" fill="#111"/>')
+    step = width / len(d.minutes)
+    # the moving/stopped band: one rectangle per run of minutes in the same state (a day is a
+    # few dozen runs, not 1,440 rectangles)
+    at = 0
+    for moving, group in itertools.groupby(None if m is None else m[2] for m in d.minutes):
+        count = sum(1 for _ in group)
+        if moving is not None:
+            hgt = 8 if moving else 2
+            out.append(f'<rect x="{x(d.day.lo_ms + at * MINUTE_MS):.1f}" y="{band_y - hgt / 2:.1f}" '
+                       f'width="{step * count + 0.2:.2f}" height="{hgt}" fill="#111"/>')
+        at += count
     for i, e in enumerate(d.driver_changes):
         xx = x(e.ms)
         out.append(f'<line x1="{xx:.1f}" x2="{xx:.1f}" y1="{top}" y2="{top + h}" '
