@@ -170,14 +170,41 @@ class BufferWriter:
         return out
 
     def _commit(self, batch: list[Group], *, final: bool) -> None:
-        batch = self._admit(batch)
+        """Commit the batch; when a full buffer with nothing left to evict refuses it, commit
+        what fits of it, group by group in order (halves, then halves of those), and drop only
+        the groups that never fit: a batch larger than the buffer's room is not dropped whole
+        (``buffer.commit_records`` above what a small ``max_size_mb`` holds lost records the
+        buffer had room for)."""
+        pieces = [self._admit(batch)]
+        while pieces:
+            piece = pieces.pop(0)
+            outcome = self._add(piece, final=final)
+            if isinstance(outcome, BufferError):  # full, nothing left to evict
+                if len(piece) > 1:
+                    half = len(piece) // 2
+                    pieces[:0] = [piece[:half], piece[half:]]
+                    continue
+                # Not even one group fits: the rest of the batch would not fit either.
+                self._full([g for part in (piece, *pieces) for g in part], str(outcome))
+                return
+            if not outcome:  # another error: kept in memory (or lost at stop)
+                if not final:
+                    for part in (piece, *pieces):
+                        for group in part:
+                            self._queue.put(group)
+                    time.sleep(1.0)
+                return
+
+    def _add(self, batch: list[Group], *, final: bool) -> bool | BufferError:
+        """One commit of ``batch`` (evicting uploaded records while the buffer is full): True
+        when committed, the error when full with nothing left to evict, False on another error."""
         items = [(g.source, rec) for g in batch for rec in g.records]
         states = {g.source: g.state for g in batch if g.state is not None}
         owed = self._owed_full
         if owed is not None and self.full_record is not None:
             items.insert(0, ("agent", self.full_record(owed)))
         if not items and not states:
-            return
+            return True
         while True:
             try:
                 seqs = self.buffer.add(items, states)
@@ -187,15 +214,10 @@ class BufferWriter:
                 if err.full:
                     if self._evict():
                         continue
-                    self._full(batch, str(err))
-                    return
-                log.error("%s (%d records kept in memory%s)", err, len(items), "" if not final else "; lost at stop")
-                if not final:
-                    # Keep the records and retry on the next round rather than drop them.
-                    for group in batch:
-                        self._queue.put(group)
-                    time.sleep(1.0)
-                return
+                    return err
+                log.error("%s (%d records kept in memory%s)", err, len(items),
+                          "" if not final else "; lost at stop")
+                return False
         if owed is not None:
             self._owed_full = None
         if not reserve_path(self.buffer.path).exists():
@@ -210,6 +232,7 @@ class BufferWriter:
         if seqs:
             for event in self._listeners:
                 event.set()
+        return True
 
     def _evict(self) -> bool:
         """Delete the oldest stored records to make room; False if there is none to delete."""
