@@ -12,6 +12,9 @@ back :mod:`collector.store_disc`).
   the rows (the delete guard lets a record go only where a disc day covers it). A day that
   changed or does not decode back is left as rows (and logged). The ingest waits at most one
   day's transaction; the job pauses between two days.
+- The day's chain links are folded into its row (:func:`fold`) once the live verifier has
+  walked them: the hash of the last record of each unbroken stretch of each agent's chain is
+  kept, the link rows go (they are most of a compacted day's bytes otherwise).
 - A day with rows and a disc row already (a record that arrived while another collector
   compacted it) is merged: its disc records and its rows, one day again.
 - Operator entries (agent ``operator``, collector/entries.py) are never compacted: a handful a
