@@ -172,7 +172,7 @@ class BufferConfig(_Strict):
     """The durable buffer on the Pi."""
 
     path: Path
-    commit_records: Annotated[int, Field(ge=1, le=100_000)] = 200
+    commit_records: Annotated[int, Field(ge=1, le=100_000)] = 1000
     commit_interval_ms: Annotated[int, Field(ge=1, le=60_000)] = 200
     retention_days: Annotated[int, Field(ge=1)] = 90
     #: A cap on the buffer's size (SQLite ``max_page_count``); past it, as on a full disk.

@@ -64,7 +64,7 @@ class BufferWriter:
     def __init__(
         self,
         path: str | Path,
-        commit_records: int = 200,
+        commit_records: int = 1000,
         commit_interval_ms: int = 200,
         max_bytes: int | None = None,
         reserve_bytes: int = 0,

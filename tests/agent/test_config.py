@@ -48,7 +48,7 @@ def test_defaults() -> None:
     config = parse_config(copy.deepcopy(BASE))
     assert config.client_id == "frota-ABC1D23"
     assert config.buffer.retention_days == 90
-    assert config.buffer.commit_records == 200
+    assert config.buffer.commit_records == 1000  # agent-config.md
     assert config.uplink.ack_timeout_s == 30.0
     assert config.uplink.resend_max_s == 300.0  # agent-config.md
     assert config.devices[0].baudrate == 115_200
