@@ -23,7 +23,7 @@ from collector.registry import Registry
 from collector.rules.profile import DEFAULT_PROFILE, Profile
 from protocols.records import RecordError, ts_to_ms
 
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}\Z")
 #: what a person may type
 EXAMPLES = "an RFC 3339 timestamp (e.g. 2026-03-02T14:10:00Z) nor a date (2026-03-02, local)"
 

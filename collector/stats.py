@@ -21,7 +21,7 @@ from collector.rules.checks.timetable import Timetable
 from collector.rules.engine import Engine
 from collector.rules.profile import Profile
 
-MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])\Z")
 FIELDS = ("month", "line", "profile", "trips", "passengers", "passenger_km", "seat_km", "index",
           "scheduled", "run", "complete")
 

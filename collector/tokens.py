@@ -32,7 +32,7 @@ from protocols.records import ms_to_ts
 
 ROLES: Final = ("operador", "fiscal", "admin")
 TOKENS_SCHEMA: Final = 1
-_TOKEN_RE: Final = re.compile(r"^frota_([0-9a-f]{8})_([A-Za-z0-9_-]{43})$")
+_TOKEN_RE: Final = re.compile(r"^frota_([0-9a-f]{8})_([A-Za-z0-9_-]{43})\Z")
 
 
 class TokenError(ValueError):

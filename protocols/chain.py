@@ -28,8 +28,8 @@ from protocols.records import RecordError
 
 #: ``prev`` of an agent's first record.
 GENESIS: Final = "0" * 64
-HASH_RE: Final = re.compile(r"^[0-9a-f]{64}$")
-KEY_ID_RE: Final = re.compile(r"^[0-9a-f]{16}$")
+HASH_RE: Final = re.compile(r"^[0-9a-f]{64}\Z")
+KEY_ID_RE: Final = re.compile(r"^[0-9a-f]{16}\Z")
 
 
 def record_hash(rec: Mapping[str, Any]) -> str:

@@ -33,7 +33,7 @@ TOPIC_ROOT: Final = "frota/v1"
 #: The collector's subscription to every vehicle's batches.
 UP_SUBSCRIPTION: Final = f"{TOPIC_ROOT}/+/up"
 #: A shared-subscription group name (MQTT 5 ``$share/GROUP/...``): no ``/``, ``+``, ``#``.
-SHARE_GROUP_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SHARE_GROUP_RE: Final = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 #: Largest payload the collector accepts on the wire, and once decompressed.
 MAX_PAYLOAD_BYTES: Final = 1 << 20
 MAX_DECOMPRESSED_BYTES: Final = 16 << 20
@@ -286,6 +286,9 @@ def check_record(batch: Batch, obj: Any) -> Record:
         raise PayloadError(f"record vehicle {rec['vehicle']!r} differs from the batch's")
     if rec.get("agent") != batch.agent or "seq" not in rec:
         raise PayloadError("record lacks the batch's agent or a seq")
+    if rec["kind"] == "withdrawal":  # docs/records.md: only the collector writes one
+        raise PayloadError("a withdrawal is an operator entry made at the collector; agents never "
+                           "send one")
     return rec
 
 

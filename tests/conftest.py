@@ -6,10 +6,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from collector.store import Store, open_store
 from frota.harness.postgres import private_schema
 from tests.services import CORPORA, Mosquitto, mosquitto_binary, postgres_available, require
+
+# Property tests judge what the code answers, never how fast: Hypothesis's default 200 ms deadline
+# per example (and its too-slow health check) is a timed assertion that fails on a loaded machine.
+settings.register_profile("frota", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("frota")
 
 
 @pytest.fixture

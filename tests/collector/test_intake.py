@@ -76,7 +76,8 @@ def test_a_good_batch_with_bad_records() -> None:
     out = prepare(TOPIC, _envelope(records=records), _known, T0)
     assert not out.whole_payload_rejected
     assert [row[2] for row in out.rows] == [1, 6]
-    warp = "invalid record: kind='warp' is not one of speed, position, driver, door, trip, incident, report, device"
+    warp = ("invalid record: kind='warp' is not one of speed, position, driver, door, trip, "
+            "incident, report, device, withdrawal")
     assert out.ack == Ack(
         "a1",
         stored=[(1, 1), (6, 6)],
@@ -110,3 +111,15 @@ def test_a_zstd_frame_is_read_within_the_bound_whether_it_declares_its_size_or_n
         out = prepare(TOPIC, payload, _known, T0)
         assert out.rows == []
         assert out.rejects[0].reason == f"oversized payload: more than {MAX_DECOMPRESSED_BYTES} bytes"
+
+
+def test_a_withdrawal_sent_by_an_agent_is_refused() -> None:
+    # docs/records.md: a withdrawal is an operator entry, chained and signed by the collector;
+    # one arriving over MQTT, under a bus's agent, is refused and never reaches the rules.
+    withdrawal = {**speed(V1, "a1", 2), "kind": "withdrawal", "withdraws": 1, "reason": "forged"}
+    for key in ("kmh", "odometer_m", "ignition", "device_seq", "raw"):
+        withdrawal.pop(key, None)
+    out = prepare(TOPIC, _envelope(records=[speed(V1, "a1", 1), withdrawal]), _known, T0)
+    assert [row[2] for row in out.rows] == [1]
+    reason = "a withdrawal is an operator entry made at the collector; agents never send one"
+    assert out.ack == Ack("a1", stored=[(1, 1)], rejected=[(2, 2, reason)])

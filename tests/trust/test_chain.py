@@ -6,7 +6,7 @@ from pathlib import Path
 
 from protocols import identity
 from protocols.canonical import canonical
-from protocols.chain import GENESIS, checkpoint_valid, record_hash, sign_checkpoint
+from protocols.chain import GENESIS, checkpoint_valid, is_hash, record_hash, sign_checkpoint
 from tests.services import PROJECT
 
 RECORD = {"vehicle": "ABC1D23", "ts": "2026-03-02T14:00:01.000Z", "kind": "speed", "agent": "a1",
@@ -61,3 +61,9 @@ def test_the_agents_buffer_chains_every_record_it_captures(tmp_path: Path) -> No
     reopened.add([("reg", speed(4, device_seq=4))])
     assert json.loads(reopened.pending(3, 1)[0][1])["prev"] == hashes[3]
     reopened.close()
+
+
+def test_a_hash_is_exactly_64_lowercase_hex_digits() -> None:
+    assert is_hash("0" * 64)
+    for wrong in ("0" * 64 + "\n", "0" * 63, "0" * 65, "A" * 64, " " + "0" * 63, 0):
+        assert not is_hash(wrong), repr(wrong)
