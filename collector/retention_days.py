@@ -174,7 +174,8 @@ class Summaries:
                default: str = DEFAULT_PROFILE) -> set[str]:
         """Merge what arrived since the last update; the vehicles touched."""
         store = self.store
-        last = store_live.state(store, LAST_ID) or 0
+        stored = store_live.state(store, LAST_ID)   # None: never summed up
+        last = stored or 0
         if last != self._last:
             self._cache.clear()             # another collector summed up in between
         until = store_live.horizon(store)
@@ -187,7 +188,7 @@ class Summaries:
                 "ORDER BY id LIMIT 10000", (newest, (1 << 62) if until is None else until))
             for i, v, a, sq, t, d, k, kmh in rows:
                 newest = int(i)
-                if last:
+                if stored is not None:
                     touched.setdefault(str(v), []).append(
                         (str(a), int(sq), int(t), None if d is None else int(d), str(k),
                          None if kmh is None else float(kmh)))
@@ -196,7 +197,7 @@ class Summaries:
         newest = max(newest, until or 0)
         zones = {str(v): str(z) for v, z in store._read(
             "SELECT vehicle, min(zone) FROM retention_days GROUP BY vehicle")}
-        again = set(store.vehicle_ids()) if not last else {
+        again = set(store.vehicle_ids()) if stored is None else {
             v for v in touched if v in zones
             and zones[v] != str(vehicle_profile(v, registry, profiles, default).tz)}
         for vehicle in sorted(again):
