@@ -13,6 +13,7 @@ is read by :meth:`Store.records` (the days and the rows merged), and the streams
 from __future__ import annotations
 
 import heapq
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
@@ -35,8 +36,8 @@ def _item(text: str) -> Item:
     return ts_to_ms(rec["ts"]), rec["vehicle"], rec.get("seq") or 0, rec.get("agent") or "", rec
 
 
-def _key(item: Item) -> tuple[int, str, int, str]:
-    return item[0], item[1], item[2], item[3]
+#: ``frota check``'s order of items: (ts, vehicle, seq, agent).
+_key: Final = operator.itemgetter(0, 1, 2, 3)
 
 
 def partition_records(store: Store, vehicles: Sequence[str], since_ms: int | None,
@@ -53,6 +54,8 @@ def partition_records(store: Store, vehicles: Sequence[str], since_ms: int | Non
         streams.append(_windows(store, plain, lo, until_ms))
     for vehicle in compacted:
         streams.append(_item(text) for text in store.records(vehicle, lo, until_ms))
+    if len(streams) == 1:
+        return streams[0]
     return heapq.merge(*streams, key=_key)
 
 
