@@ -10,8 +10,8 @@ burst is one evaluation, not one per message), at the latest ``max_delay_s`` aft
 record (under a steady stream of batches, about once a second: each evaluation costs what
 arrived, so a record is judged within a couple of seconds of being stored), and at least every
 ``refresh_s`` so that open deadlines and interruptions grow with the clock. The store-only rules
-read the whole minimum period of every vehicle, so they run every ``refresh_s`` (and when the
-store's integrity events change), not after every burst. After each evaluation ``on_evaluated``
+pass over every vehicle, so they run in a thread of their own every ``refresh_s`` (and when the
+store's integrity events change), not after every burst and never holding the live rules back. After each evaluation ``on_evaluated``
 is given the (vehicle, agent, seq) of the records it judged for the first time (the collector
 publishes them, protocols/evaluated.py). :func:`evaluate_store` is the whole-store evaluation (the reference the live findings are
 tested against). See docs/rules.md, "Findings in the collector".
@@ -140,16 +140,23 @@ class LiveFindings:
         self.retention_days = Summaries(store)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="findings", daemon=True)
+        #: The store-only rules run apart, so that their pass over the fleet never holds the
+        #: live evaluation (and the latency to stored-and-evaluated) back.
+        self._store_thread = threading.Thread(target=self._run_store_only,
+                                              name="findings-store", daemon=True)
+        self._store_only_lock = threading.Lock()
         self.evaluations = 0
 
     def start(self) -> None:
-        """Start the evaluator thread."""
+        """Start the evaluator threads (live rules; store-only rules)."""
         self._thread.start()
+        self._store_thread.start()
 
     def stop(self) -> None:
         """Stop it (waits for a running evaluation to finish) and give its leases back."""
         self._stop.set()
         self._thread.join(timeout=30)
+        self._store_thread.join(timeout=30)
         try:
             self.leases.release()
         except StoreError as err:     # they run out by themselves
@@ -178,21 +185,24 @@ class LiveFindings:
         done = self._live.evaluate(as_of, as_of, held)
         if self.on_evaluated is not None:
             self._tell(judged, as_of)
-        found: list[Finding] | None = None
-        if store_only and STORE_ONLY in held:
-            # The store's own findings, replaced whole in their own partition (under its own
-            # lease): equipment.integrity (collector/verifier.py) and retention.minimum (records
-            # missing inside the minimum period, collector/retention_findings.py).
-            found = integrity_findings(self.store, self.default_profile)
-            found += retention_findings(self.store, reg, self.profiles, as_of,
-                                        self.default_profile, self.retention_days)
-            store_live.replace_store_only(self.store, STORE_ONLY,
-                                          [finding_row(f, STORE_ONLY, None) for f in found])
+        found = self._store_only(as_of) if store_only and STORE_ONLY in held else None
         self.evaluations += 1
         log.debug("findings: %d replayed, %d upserted, %d deleted, %s store-only at %d",
                   sum(done.replayed.values()), done.upserted, done.deleted,
                   "no" if found is None else len(found), as_of)
         return as_of
+
+    def _store_only(self, as_of: int) -> list[Finding]:
+        """The store's own findings, replaced whole in their own partition (under its own
+        lease): equipment.integrity (collector/verifier.py) and retention.minimum (records
+        missing inside the minimum period, collector/retention_findings.py)."""
+        with self._store_only_lock:  # the live thread's first evaluation, then their own
+            found = integrity_findings(self.store, self.default_profile)
+            found += retention_findings(self.store, self._registry, self.profiles, as_of,
+                                        self.default_profile, self.retention_days)
+            store_live.replace_store_only(self.store, STORE_ONLY,
+                                          [finding_row(f, STORE_ONLY, None) for f in found])
+        return found
 
     def _judged(self, held: list[str]) -> dict[str, int]:
         """The row id each held partition has judged up to."""
@@ -232,9 +242,8 @@ class LiveFindings:
         seen = -1
         changed_at: float | None = None     # first change not evaluated yet
         quiet_since = 0.0                   # last change seen
-        last = 0.0
-        evaluated = 0.0                     # the last evaluation (leases renewed)
-        integrity = -1                      # integrity events at the last store-only run
+        evaluated = -self.refresh_s         # the last evaluation (leases renewed)
+        first = True                        # with the store-only rules (then their thread's)
         while not self._stop.wait(self.poll_s):
             try:
                 now = time.monotonic()
@@ -246,14 +255,30 @@ class LiveFindings:
                         changed_at = now
                 due = changed_at is not None and (now - quiet_since >= self.quiet_s
                                                   or now - changed_at >= self.max_delay_s)
-                refresh = now - last >= self.refresh_s
-                if due or refresh or now - evaluated >= self.renew_s:
-                    events = self._integrity_count()
-                    store_only = refresh or events != integrity
+                if due or now - evaluated >= min(self.refresh_s, self.renew_s):
                     changed_at = None
-                    if store_only:
-                        last, integrity = now, events
                     evaluated = now
-                    self.evaluate_now(store_only=store_only)
+                    self.evaluate_now(store_only=first)
+                    first = False
             except Exception:  # the evaluator must never take the collector down
                 log.exception("findings: evaluation failed")
+
+    def _run_store_only(self) -> None:
+        """Every ``refresh_s``, and when the integrity events change, the store-only rules (the
+        live thread's first evaluation ran them first; they run under their lease)."""
+        last = time.monotonic()
+        try:
+            integrity = self._integrity_count()
+        except Exception:
+            log.exception("findings: integrity events not counted")
+            integrity = -1
+        while not self._stop.wait(4 * self.poll_s):
+            try:
+                now = time.monotonic()
+                events = self._integrity_count()
+                if (now - last >= self.refresh_s or events != integrity) \
+                        and STORE_ONLY in self.leases.held:
+                    last, integrity = now, events
+                    self._store_only(now_ms())
+            except Exception:  # the evaluator must never take the collector down
+                log.exception("findings: store-only evaluation failed")
