@@ -5,6 +5,11 @@
 
 (``--raw-days 0``: no day as rows; the rows arms are left out.)
 
+The timed compacted day and the day before get the summary the compaction job writes beside a
+day (collector/disc_summary.py; bench.longstore's replicated days are written without one) unless
+``--no-summary``: the page of a day without one reads its columns (the figures before
+migration ``017_disc_summary``).
+
 The store is :mod:`bench.longstore`'s: ``buses`` × ``days`` vehicle-days at 1 Hz (bench.check's
 bus-day: a ``speed`` and a ``position`` record each second, two trips with their drivers, stops),
 all but the last ``raw_days`` compacted into one ``disc_days`` row each — what a collector holds
@@ -32,6 +37,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Generator
+from datetime import date, timedelta
 from pathlib import Path
 
 import httpx
@@ -39,10 +45,10 @@ import uvicorn
 
 from bench.common import add_repeat, host_line, interleaved, target
 from bench.longstore import FIRST_DAY, build, fleet_registry
-from collector import disc_columns, store_disc
+from collector import disc_columns, disc_summary, store_disc
 from collector.http import make_app
 from collector.ingest import Ingest
-from collector.rules.profile import load_profiles
+from collector.rules.profile import DEFAULT_PROFILE, load_profiles
 from collector.store import open_store
 from collector.web.context import RegistryFile, Web
 from collector.web.localtime import Day
@@ -93,6 +99,22 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _summarize(db: Path, vehicle: str, day: date) -> None:
+    """Write the summary the compaction job writes (collector/disc_summary.py) on the timed day
+    and the day before (its driver at midnight) where bench.longstore's replicated rows lack it;
+    the page reads one row by its key, so the days left without one change nothing timed."""
+    store = open_store(str(db), create=False)
+    try:
+        stop_kmh = load_profiles()[DEFAULT_PROFILE].stop_kmh
+        for one in (day - timedelta(days=1), day):
+            found = [d for d in store_disc.days(store, vehicle) if d.day == one.isoformat()]
+            if found and disc_summary.read(store, vehicle, one.isoformat()) is None:
+                disc_summary.add(store, found[0], stop_kmh)
+                print(f"summarized {vehicle} {one} (compacted without a summary)")
+    finally:
+        store.close()
+
+
 def main() -> None:
     """Build (or reuse) the store, then time the pages and the baselines."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -101,6 +123,8 @@ def main() -> None:
     parser.add_argument("--raw-days", type=int, default=1)
     parser.add_argument("--keep", type=Path, metavar="DB", help="build the store here and keep it")
     parser.add_argument("--reuse", type=Path, metavar="DB", help="a store --keep built")
+    parser.add_argument("--no-summary", action="store_true",
+                        help="leave the timed day and the day before without their summaries")
     add_repeat(parser)
     args = parser.parse_args()
     if args.raw_days < 0 or args.days <= args.raw_days:
@@ -117,6 +141,8 @@ def main() -> None:
         tz = load_profiles()["SP"].tz
         packed = FIRST_DAY.fromordinal(FIRST_DAY.toordinal() + (args.days - args.raw_days) // 2)
         raw = FIRST_DAY.fromordinal(FIRST_DAY.toordinal() + args.days - 1)
+        if not args.no_summary:
+            _summarize(db, vehicle, packed)
         reader = open_store(str(db), create=False, read_only=True)
         served = _serve(db, _registry(folder, args.buses), args.buses)
         base = next(served)  # a generator: closing it stops the server

@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import orjson
 
-from collector import disc, store_disc
+from collector import disc, disc_summary, store_disc
 from collector.registry import Registry
 from collector.retention import cutoff_ms, local_day, vehicle_profile
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
@@ -122,8 +122,10 @@ def store_ts(rec: dict[str, object]) -> int:
 
 
 def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, now_ms: int,
-                dry_run: bool = False) -> DayCompacted | None:
-    """Compact one vehicle-day (see the module docstring); None when it has no rows."""
+                dry_run: bool = False, stop_kmh: float | None = None) -> DayCompacted | None:
+    """Compact one vehicle-day (see the module docstring); None when it has no rows. With
+    ``stop_kmh``, the row gets the summary the *Disco do dia* reads (collector/disc_summary.py),
+    in the same transaction."""
     rows = [(int(i), str(t), int(r)) for i, t, r in store._read(
         "SELECT id, record, received_ms FROM records WHERE vehicle = ? AND ts_ms >= ? "
         f"AND ts_ms < ? AND {_AGENTS} ORDER BY ts_ms, seq, id", (vehicle, start, end))]
@@ -163,6 +165,8 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
         if existing:   # the compacted records' links, if folded, are rows again first
             store_disc.unfold(store, tx, existing[0], old, "stored")
         fold(store, tx, vehicle, name, texts)
+        if stop_kmh is not None:
+            disc_summary.write(store, tx, vehicle, name, texts, start, end, stop_kmh)
         store._executemany(tx, "DELETE FROM records WHERE id = ?", ids)
         store._executemany(tx, "DELETE FROM disc_reopened WHERE vehicle = ? AND day = ?",
                            [(vehicle, name)])
@@ -225,6 +229,8 @@ def compact(store: Store, registry: Registry | None, profiles: Mapping[str, Prof
     """Compact every vehicle-day older than ``after_days`` whole local days; what was (dry:
     would be) compacted. A day that fails is logged and left as rows."""
     out: list[DayCompacted] = []
+    # the pages' stop speed (collector/web/context.py, Web.stop_kmh): the summary's time moving
+    stop_kmh = profiles[DEFAULT_PROFILE].stop_kmh if DEFAULT_PROFILE in profiles else None
     names = vehicles if vehicles is not None else sorted(
         str(r[0]) for r in store._read("SELECT DISTINCT vehicle FROM records"))
     for vehicle in names:
@@ -233,7 +239,7 @@ def compact(store: Store, registry: Registry | None, profiles: Mapping[str, Prof
         for day, start, end in list(candidate_days(store, vehicle, before, profile)):
             try:
                 done = compact_day(store, vehicle, day, start, end, now_ms=now_ms,
-                                   dry_run=dry_run)
+                                   dry_run=dry_run, stop_kmh=stop_kmh)
             except CompactionError as err:
                 log.warning("compact: %s", err)
                 continue

@@ -341,4 +341,12 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         "016_disc_links",
         "ALTER TABLE disc_days ADD COLUMN links {bytes}",
     ),
+    Migration(
+        # What the Disco do dia draws of a compacted day, written with its row by the compaction
+        # job (collector/disc_summary.py): the page reads it instead of decoding the day's
+        # columns. Gone with the row when a late record reopens the day; NULL on days compacted
+        # before (read as before).
+        "017_disc_summary",
+        "ALTER TABLE disc_days ADD COLUMN summary {bytes}",
+    ),
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from collector import disc_columns, store_disc
+from collector import disc_columns, disc_summary, store_disc
 from protocols.records import ts_to_ms
 
 
@@ -127,10 +127,15 @@ class StoreSummaries:
 
     def _packed_events(self, vehicle: str, since_ms: int,
                        until_ms: int) -> list[tuple[int, int, int, str]]:
-        """(ts ms, seq, -1, text) of the compacted days' non-sample records, from their columns
-        where the day can be read so."""
+        """(ts ms, seq, -1, text) of the compacted days' non-sample records, from their summaries
+        (collector/disc_summary.py) or else their columns where the day can be read so."""
         out: list[tuple[int, int, int, str]] = []
         for day in store_disc.days(self, vehicle, since_ms, until_ms):  # type: ignore[arg-type]
+            summary = disc_summary.read(self, day.vehicle, day.day)  # type: ignore[arg-type]
+            if summary is not None:     # the day's events kept beside it (no columns decoded)
+                out += [(ms, seq, -1, text) for ms, seq, text in summary.events
+                        if since_ms <= ms < until_ms]
+                continue
             cols = disc_columns.day_columns(self, day.vehicle, day.day)
             if cols is None:
                 out += [(r.ts_ms, r.seq, -1, r.text) for r in store_disc.day_records(
@@ -191,6 +196,13 @@ class StoreSummaries:
         if not packed:
             return raw
         return list(heapq.merge(raw, packed, key=lambda r: r[0])) if raw else packed
+
+    def has_samples(self, vehicle: str, since_ms: int, until_ms: int) -> bool:
+        """Whether a vehicle has ``speed`` or ``position`` rows with since <= ts < until (a
+        compacted day has none unless a late one reopened it)."""
+        return bool(self._read(
+            "SELECT 1 FROM records WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? "
+            "AND kind IN ('speed', 'position') LIMIT 1", (vehicle, since_ms, until_ms)))
 
     def latest(self, vehicle: str, kind: str, before_ms: int | None = None) -> str | None:
         """A vehicle's latest record of ``kind`` (with ts < ``before``), or None."""

@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 
+from collector import disc_summary
 from collector.registry import Registry
 from collector.store import Store
 from collector.web.localtime import Day
@@ -152,9 +153,10 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
                 stop_kmh: float) -> VehicleDay:
     """Read a vehicle's day: per-minute speed, moving time, distance, events."""
     out = VehicleDay(vehicle, day)
-    speeds, out.source = _speeds(store, vehicle, day.lo_ms, day.hi_ms)
-    out.samples = len(speeds)
-    _trace(out, speeds, stop_kmh)
+    if not _summarized(out, store, stop_kmh):
+        speeds, out.source = _speeds(store, vehicle, day.lo_ms, day.hi_ms)
+        out.samples = len(speeds)
+        _trace(out, speeds, stop_kmh)
     for rec in map(orjson.loads, store.events(vehicle, day.lo_ms - 24 * 3_600_000, day.lo_ms,
                                                exact=False)):
         if rec["kind"] == "driver" and rec.get("slot") == 1:
@@ -166,6 +168,22 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
         if rec["kind"] == "trip" and rec["event"] == "start":
             out.trips.append((rec["trip"], ts_to_ms(rec["ts"]), rec.get("line")))
     return out
+
+
+def _summarized(out: VehicleDay, store: Store, stop_kmh: float) -> bool:
+    """The trace from the compacted day's summary (collector/disc_summary.py: ``_trace`` of the
+    same samples, run by the compaction job), when the day is compacted with one for these
+    bounds and this stop speed and no sample of it is a row; False: read the samples."""
+    day = out.day
+    summary = disc_summary.read(store, out.vehicle, day.day.isoformat())
+    if summary is None or (summary.day_start_ms, summary.day_end_ms, summary.stop_kmh) != \
+            (day.lo_ms, day.hi_ms, stop_kmh) or store.has_samples(out.vehicle, day.lo_ms, day.hi_ms):
+        return False
+    out.source, out.samples = summary.source, summary.samples
+    out.minutes = [None if m is None else (m[0], m[1], m[0] >= stop_kmh) for m in summary.minutes]
+    out.distance, out.distance_km = summary.distance, summary.distance_km
+    out.max_kmh, out.max_at_ms, out.moving_ms = summary.max_kmh, summary.max_at_ms, summary.moving_ms
+    return True
 
 
 def _trace(out: VehicleDay, speeds: list[tuple[int, float]], stop_kmh: float) -> None:
