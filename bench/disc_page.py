@@ -1,7 +1,7 @@
 """The *Disco do dia* page served from a year-long store, against reading the same day's rows.
 
     python -m bench.disc_page [--buses 20] [--days 365] [--raw-days 1] [--repeat 3]
-                              [--keep DB | --reuse DB]
+                              [--keep DB | --reuse DB] [--no-summary]
 
 (``--raw-days 0``: no day as rows; the rows arms are left out.)
 

@@ -153,7 +153,7 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
         if existing:
             store._executemany(tx, (
                 "UPDATE disc_days SET records = ?, first_ms = ?, last_ms = ?, first_hash = ?, "
-                "last_hash = ?, codec = ?, made_ms = ?, blob = ?, received = ? "
+                "last_hash = ?, codec = ?, made_ms = ?, blob = ?, received = ?, summary = NULL "
                 "WHERE vehicle = ? AND day = ?"), [(*values[4:], blob, packed, vehicle, name)])
         else:
             store._executemany(tx, INSERT_DAY, [(*values, blob, packed)])
