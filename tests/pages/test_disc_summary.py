@@ -100,3 +100,32 @@ def test_a_late_record_takes_the_summary_and_the_next_run_writes_it_again(
         assert _page(store, registry, vehicle, when) == reopened
     finally:
         store.close()
+
+
+def test_a_minute_at_exactly_the_stop_speed_moves_in_the_summary_too(tmp_path: Path) -> None:
+    """By hand (docs/rules.md: moving is a speed at or above stop_kmh): 2 March 2026 local, a
+    speed sample each 10 s from 10:00 to 10:02 at exactly the stop speed, then one at 10:02 at
+    0 km/h: minutes 600 and 601 moving (their top is the stop speed), 602 stopped; 12 samples at
+    the stop speed moving 10 s each, 120 s; 120 s x stop km/h of distance."""
+    store = open_store(str(tmp_path / "collector.db"))
+    tz = load_profiles()["SP"].tz
+    day = Day.of(date(2026, 3, 2), tz)
+    t0 = day.lo_ms + 600 * 60_000
+    speeds = [STOP_KMH] * 12 + [0.0]
+    rows = [record_row({**make_record("speed", "V1", ms_to_ts(t0 + 10_000 * n), kmh=kmh),
+                        "agent": "a", "seq": n + 1}, t0) for n, kmh in enumerate(speeds)]
+    try:
+        store.put(rows)
+        registry = fleet.Registry((), (), ())
+        from_rows = dayview.vehicle_day(store, registry, "V1", day, STOP_KMH)
+        compaction.compact(store, None, load_profiles(), now_ms=AS_OF, pause_s=0)
+        assert disc_summary.read(store, "V1", "2026-03-02") is not None
+        d = dayview.vehicle_day(store, registry, "V1", day, STOP_KMH)
+        assert d.minutes[600:603] == [(STOP_KMH, STOP_KMH, True), (STOP_KMH, STOP_KMH, True),
+                                      (0.0, 0.0, False)]
+        assert d.moving_ms == 120_000
+        assert d.distance_km == STOP_KMH * 120_000 / 3_600_000
+        assert (d.minutes, d.moving_ms, d.distance, svg.disc(d)) == \
+            (from_rows.minutes, from_rows.moving_ms, from_rows.distance, svg.disc(from_rows))
+    finally:
+        store.close()
