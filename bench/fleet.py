@@ -175,11 +175,13 @@ def main() -> None:
               f"(stored p99 {stored.show()})  unanswered or unevaluated {lost}, resends "
               f"{resent.show()}  (issue 16 target p99 <= {TARGET_MS:,.0f} ms: {target(met)}; "
               f"goal {GOAL_MS:,.0f} ms: {target(p99.median <= GOAL_MS and lost == 0)})")
-        for what in ("collectors", "simulator", "mosquitto", "postgresql"):
-            spent = Figure(tuple(r["cpu_s"][what] for r in got))
-            print(f"         CPU s of {what}: {spent.show()}", end="")
+        spent = [f"{what} {Figure(tuple(r['cpu_s'][what] for r in got)).show()}"
+                 for what in ("collectors", "simulator", "mosquitto", "postgresql")]
+        per = Figure(tuple(1000 * sum(r["cpu_s"].values()) / max(r["created"], 1) for r in got))
+        print(f"         CPU s: {', '.join(spent)} (PostgreSQL: the whole server); "
+              f"all of them {per.show()} ms per record")
         loads = ", ".join(f"{a:.1f}->{b:.1f}" for a, b in (r["load"] for r in got))
-        print(f"   load average before->after each round: {loads}")
+        print(f"         load average before->after each round: {loads}")
     print(host_line())
 
 
