@@ -177,9 +177,9 @@ def main() -> None:
               f"goal {GOAL_MS:,.0f} ms: {target(p99.median <= GOAL_MS and lost == 0)})")
         spent = [f"{what} {Figure(tuple(r['cpu_s'][what] for r in got)).show()}"
                  for what in ("collectors", "simulator", "mosquitto", "postgresql")]
-        per = Figure(tuple(1000 * sum(r["cpu_s"].values()) / max(r["created"], 1) for r in got))
+        per = Figure(tuple(1e6 * sum(r["cpu_s"].values()) / max(r["created"], 1) for r in got))
         print(f"         CPU s: {', '.join(spent)} (PostgreSQL: the whole server); "
-              f"all of them {per.show()} ms per record")
+              f"all of them {per.show()} µs per record")
         loads = ", ".join(f"{a:.1f}->{b:.1f}" for a, b in (r["load"] for r in got))
         print(f"         load average before->after each round: {loads}")
     print(host_line())
