@@ -5,7 +5,8 @@
 
 (``--raw-days 0``: no day as rows; the rows arms are left out.)
 
-The timed compacted day and the day before get the summary the compaction job writes beside a
+The timed compacted day, the day before it and the day before the last day (the day as rows
+reads who was driving at its midnight there) get the summary the compaction job writes beside a
 day (collector/disc_summary.py; bench.longstore's replicated days are written without one) unless
 ``--no-summary``: the page of a day without one reads its columns (the figures before
 migration ``017_disc_summary``).
@@ -99,14 +100,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _summarize(db: Path, vehicle: str, day: date) -> None:
-    """Write the summary the compaction job writes (collector/disc_summary.py) on the timed day
-    and the day before (its driver at midnight) where bench.longstore's replicated rows lack it;
-    the page reads one row by its key, so the days left without one change nothing timed."""
+def _summarize(db: Path, vehicle: str, days: list[date]) -> None:
+    """Write the summary the compaction job writes (collector/disc_summary.py) on the timed days
+    and the day before each (its driver at midnight: for the day as rows, the last compacted
+    day) where bench.longstore's replicated rows lack it; the page reads one row by its key, so
+    the days left without one change nothing timed."""
     store = open_store(str(db), create=False)
     try:
         stop_kmh = load_profiles()[DEFAULT_PROFILE].stop_kmh
-        for one in (day - timedelta(days=1), day):
+        for one in sorted({d - timedelta(days=back) for d in days for back in (1, 0)}):
             found = [d for d in store_disc.days(store, vehicle) if d.day == one.isoformat()]
             if found and disc_summary.read(store, vehicle, one.isoformat()) is None:
                 disc_summary.add(store, found[0], stop_kmh)
@@ -142,7 +144,7 @@ def main() -> None:
         packed = FIRST_DAY.fromordinal(FIRST_DAY.toordinal() + (args.days - args.raw_days) // 2)
         raw = FIRST_DAY.fromordinal(FIRST_DAY.toordinal() + args.days - 1)
         if not args.no_summary:
-            _summarize(db, vehicle, packed)
+            _summarize(db, vehicle, [packed, raw] if args.raw_days else [packed])
         reader = open_store(str(db), create=False, read_only=True)
         served = _serve(db, _registry(folder, args.buses), args.buses)
         base = next(served)  # a generator: closing it stops the server

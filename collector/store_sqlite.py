@@ -140,6 +140,22 @@ class SQLiteStore(Store):
             except sqlite3.Error as err:
                 raise StoreError(f"{self.path}: {err}") from err
 
+    def _read_pairs(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Any], list[Any]]:
+        """The two columns of a read-only query on the reader connection, filled row by row:
+        each row's tuple is freed at its step (``fetchall`` would keep them all alive, and a
+        day of samples would run the garbage collector over the whole heap)."""
+        first: list[Any] = []
+        second: list[Any] = []
+        add_first, add_second = first.append, second.append
+        with self._read_lock:
+            try:
+                for a, b in self._reader.execute(sql, params):
+                    add_first(a)
+                    add_second(b)
+            except sqlite3.Error as err:
+                raise StoreError(f"{self.path}: {err}") from err
+        return first, second
+
     def close(self) -> None:
         """Close both connections."""
         with self._read_lock:

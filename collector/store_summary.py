@@ -59,6 +59,12 @@ class StoreSummaries:
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         raise NotImplementedError
 
+    def _read_pairs(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[list[Any], list[Any]]:
+        """The two columns of a read-only query's rows as two lists (a backend may fill them
+        row by row, so that no row tuple outlives its step: see :meth:`speed_columns`)."""
+        rows = self._read(sql, params)
+        return [row[0] for row in rows], [row[1] for row in rows]
+
     def _number(self, name: str) -> str:
         return self.json_number_sql.format(field=name)
 
@@ -182,20 +188,36 @@ class StoreSummaries:
 
     def speeds(self, vehicle: str, kind: str, since_ms: int, until_ms: int) -> list[tuple[int, float]]:
         """(ts ms, ``kmh``) of a vehicle's ``speed`` or ``position`` records with since <= ts <
-        until that carry a speed, in ts order; the number is read by the database (for speed
-        records from the index ``idx_records_speed``), so a day of 1 Hz samples is not parsed in
-        Python."""
+        until that carry a speed, in ts order (:meth:`speed_columns` as pairs)."""
+        ts, kmh = self.speed_columns(vehicle, kind, since_ms, until_ms)
+        return list(zip(ts, kmh, strict=True))
+
+    def speed_columns(self, vehicle: str, kind: str, since_ms: int,
+                      until_ms: int) -> tuple[list[int], list[float]]:
+        """The ts (ms) and the ``kmh`` of a vehicle's ``speed`` or ``position`` records with
+        since <= ts < until that carry a speed, in ts order, as two lists. The number is read by
+        the database (for speed records from the index ``idx_records_speed``) as a float, so a
+        day of 1 Hz samples is not parsed nor converted in Python; the two lists hold no
+        container, so reading a day (86,400 rows) does not drive the garbage collector through
+        the collector's heap (in a process holding decoded days, a full collection took up to
+        ~180 ms: bench.disc_page)."""
         if kind not in ("speed", "position"):
             raise ValueError(f"speeds of {kind!r} records: only speed and position carry kmh")
-        # the kind as a literal, so that the partial index idx_records_speed serves speed rows
-        rows = self._read(
-            f"SELECT ts_ms, {self._number('kmh')} FROM records WHERE vehicle = ? AND ts_ms >= ? "
-            f"AND ts_ms < ? AND kind = '{kind}' ORDER BY ts_ms", (vehicle, since_ms, until_ms))
-        raw = [(int(ms), float(kmh)) for ms, kmh in rows if kmh is not None]
+        # the kind as a literal, so that the partial index idx_records_speed serves speed rows;
+        # DOUBLE PRECISION: a float in PostgreSQL, REAL affinity in SQLite
+        kmh = self._number("kmh")
+        ts, speeds = self._read_pairs(
+            f"SELECT ts_ms, CAST({kmh} AS DOUBLE PRECISION) FROM records WHERE vehicle = ? "
+            f"AND ts_ms >= ? AND ts_ms < ? AND kind = '{kind}' ORDER BY ts_ms",
+            (vehicle, since_ms, until_ms))
+        if None in speeds:  # records without a speed (a position without kmh): left out
+            kept = [(ms, v) for ms, v in zip(ts, speeds, strict=True) if v is not None]
+            ts, speeds = [ms for ms, _ in kept], [v for _, v in kept]
         packed = self._packed_speeds(vehicle, kind, since_ms, until_ms)
-        if not packed:
-            return raw
-        return list(heapq.merge(raw, packed, key=lambda r: r[0])) if raw else packed
+        if packed:
+            merged = list(heapq.merge(zip(ts, speeds, strict=True), packed, key=lambda r: r[0]))
+            ts, speeds = [ms for ms, _ in merged], [v for _, v in merged]
+        return ts, speeds
 
     def has_samples(self, vehicle: str, since_ms: int, until_ms: int) -> bool:
         """Whether a vehicle has ``speed`` or ``position`` rows with since <= ts < until (a

@@ -93,6 +93,16 @@ class VehicleDay:
         return [e for e in self.events if e.kind == "compartment_open"]
 
 
+def _speed_columns(store: Store, vehicle: str, lo: int,
+                   hi: int) -> tuple[list[int], list[float], str]:
+    """:func:`_speeds` as two lists (ts ms, km/h): what :func:`_trace_columns` reads."""
+    ts, kmh = store.speed_columns(vehicle, "speed", lo, hi)
+    if ts:
+        return ts, kmh, "registrador"
+    ts, kmh = store.speed_columns(vehicle, "position", lo, hi)
+    return ts, kmh, "gps"
+
+
 def _speeds(store: Store, vehicle: str, lo: int, hi: int) -> tuple[list[tuple[int, float]], str]:
     """(ms, km/h) of the registrador's speed samples, or of the GPS when there are none."""
     out = store.speeds(vehicle, "speed", lo, hi)
@@ -154,9 +164,9 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
     """Read a vehicle's day: per-minute speed, moving time, distance, events."""
     out = VehicleDay(vehicle, day)
     if not _summarized(out, store, stop_kmh):
-        speeds, out.source = _speeds(store, vehicle, day.lo_ms, day.hi_ms)
-        out.samples = len(speeds)
-        _trace(out, speeds, stop_kmh)
+        ts, kmh, out.source = _speed_columns(store, vehicle, day.lo_ms, day.hi_ms)
+        out.samples = len(ts)
+        _trace_columns(out, ts, kmh, stop_kmh)
     for rec in map(orjson.loads, store.events(vehicle, day.lo_ms - 24 * 3_600_000, day.lo_ms,
                                                exact=False)):
         if rec["kind"] == "driver" and rec.get("slot") == 1:
@@ -191,13 +201,16 @@ def _trace(out: VehicleDay, speeds: list[tuple[int, float]], stop_kmh: float) ->
     samples (in ts order). A day at 1 Hz is 86,400 samples: the sums run through ``map`` and
     ``accumulate`` and each minute's extremes through ``max``/``min`` of its slice (C loops),
     in the order a plain loop would add them, so the figures are the same to the last bit."""
+    _trace_columns(out, [ms for ms, _ in speeds], [v for _, v in speeds], stop_kmh)
+
+
+def _trace_columns(out: VehicleDay, ts: list[int], kmh: list[float], stop_kmh: float) -> None:
+    """:func:`_trace` of the samples as two lists (ts ms, km/h), as the store reads them."""
     day = out.day
     n = max(1, (day.hi_ms - day.lo_ms + MINUTE_MS - 1) // MINUTE_MS)
     out.minutes = [None] * n
-    if not speeds:
+    if not ts:
         return
-    ts = [ms for ms, _ in speeds]
-    kmh = [v for _, v in speeds]
     steps = list(map(operator.sub, ts[1:], ts[:-1]))
     if steps and not 0 < min(steps) <= max(steps) <= GAP_MS:
         # a gap longer than GAP_MS, or two samples in one millisecond: that step counts nothing
