@@ -56,6 +56,13 @@ class BufferDay:
             "AND ts_ms < ? ORDER BY ts_ms", (kind, since_ms, until_ms)).fetchall()
         return [(int(ms), float(kmh)) for ms, kmh in rows if isinstance(kmh, int | float)]
 
+    def speed_columns(self, vehicle: str, kind: str, since_ms: int,
+                      until_ms: int) -> tuple[list[int], list[float]]:
+        """:meth:`speeds` as two lists (ts ms, kmh): what the day view reads since it takes the
+        collector's ``Store.speed_columns``."""
+        pairs = self.speeds(vehicle, kind, since_ms, until_ms)
+        return [ms for ms, _ in pairs], [kmh for _, kmh in pairs]
+
     def events(self, vehicle: str, since_ms: int, until_ms: int, exact: bool = True) -> list[str]:
         """Bodies of the non-sample records in [since, until), in (ts, seq) order."""
         rows = self.conn.execute(

@@ -184,6 +184,8 @@ def _summarized(out: VehicleDay, store: Store, stop_kmh: float) -> bool:
     """The trace from the compacted day's summary (collector/disc_summary.py: ``_trace`` of the
     same samples, run by the compaction job), when the day is compacted with one for these
     bounds and this stop speed and no sample of it is a row; False: read the samples."""
+    if not isinstance(store, Store):  # the agent's buffer (agent/roadside_page.py): no disc days
+        return False
     day = out.day
     summary = disc_summary.read(store, out.vehicle, day.day.isoformat())
     if summary is None or (summary.day_start_ms, summary.day_end_ms, summary.stop_kmh) != \
