@@ -26,10 +26,9 @@ back :mod:`collector.store_disc`).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, Final
@@ -38,7 +37,7 @@ import orjson
 
 from collector import disc, disc_summary, store_disc
 from collector.registry import Registry
-from collector.retention import cutoff_ms, local_day, vehicle_profile
+from collector.retention import DailyJob, advisory_lease, cutoff_ms, local_day, vehicle_profile
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
 from collector.store import Store
 from collector.store_disc import INSERT_DAY, DayRow
@@ -250,57 +249,21 @@ def compact(store: Store, registry: Registry | None, profiles: Mapping[str, Prof
     return out
 
 
-@contextmanager
-def compact_lease(store: Store) -> Iterator[bool]:
-    """True when this process may compact now: always on SQLite (one writer); on PostgreSQL
-    when it holds the advisory lock (released on exit), False while another collector does."""
-    if store.dialect != "postgresql":
-        yield True
-        return
-    with store._lock:
-        got = bool(store._query("SELECT pg_try_advisory_lock(?)", (COMPACT_LOCK,))[0][0])
-    try:
-        yield got
-    finally:
-        if got:
-            with store._lock:
-                store._query("SELECT pg_advisory_unlock(?)", (COMPACT_LOCK,))
+def compact_lease(store: Store) -> AbstractContextManager[bool]:
+    """:func:`retention.advisory_lease` of the compaction: one collector at a time."""
+    return advisory_lease(store, COMPACT_LOCK)
 
 
-class DailyCompaction:
+class DailyCompaction(DailyJob):
     """The collector's compaction, once a day (the first two hours after start), under the
     lease."""
 
     def __init__(self, run_once: Callable[[], list[DayCompacted]], store: Store,
                  every_s: float = 86_400.0, first_after_s: float = 7_200.0) -> None:
-        self.run_once = run_once
-        self.store = store
-        self.every_s = every_s
-        self.first_after_s = first_after_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="compact", daemon=True)
+        def once() -> str:
+            done = run_once()
+            return (f"{len(done)} vehicle-days compacted "
+                    f"({sum(d.records for d in done)} records)")
 
-    def start(self) -> None:
-        """Start the daily thread."""
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop it (a running day finishes first)."""
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        wait = self.first_after_s
-        while not self._stop.wait(wait):
-            wait = self.every_s
-            try:
-                with compact_lease(self.store) as mine:
-                    if not mine:
-                        log.info("compact: another collector holds the lease, skipped today")
-                        continue
-                    done = self.run_once()
-                log.info("compact: %d vehicle-days compacted (%d records)", len(done),
-                         sum(d.records for d in done))
-            except Exception:  # the compaction must never take the collector down
-                log.exception("compact: failed, the next run is tomorrow")
+        super().__init__("compact", COMPACT_LOCK, once, store, every_s, first_after_s)
 

@@ -25,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Final
@@ -216,33 +216,42 @@ def prune(store: Store, registry: Registry | None, profiles: Mapping[str, Profil
 
 
 @contextmanager
-def prune_lease(store: Store) -> Iterator[bool]:
-    """True when this process may prune now: always on SQLite (one writer); on PostgreSQL when
-    it holds the advisory lock (released on exit), False while another collector prunes."""
+def advisory_lease(store: Store, key: int) -> Iterator[bool]:
+    """True when this process may run the job of lock ``key`` now: always on SQLite (one
+    writer); on PostgreSQL when it holds that advisory lock (released on exit), False while
+    another collector runs the job."""
     if store.dialect != "postgresql":
         yield True
         return
     with store._lock:
-        got = bool(store._query("SELECT pg_try_advisory_lock(?)", (PRUNE_LOCK,))[0][0])
+        got = bool(store._query("SELECT pg_try_advisory_lock(?)", (key,))[0][0])
     try:
         yield got
     finally:
         if got:
             with store._lock:
-                store._query("SELECT pg_advisory_unlock(?)", (PRUNE_LOCK,))
+                store._query("SELECT pg_advisory_unlock(?)", (key,))
 
 
-class DailyPrune:
-    """The collector's prune, once a day (the first an hour after start), under the lease."""
+def prune_lease(store: Store) -> AbstractContextManager[bool]:
+    """:func:`advisory_lease` of the prune: one collector at a time on a shared store."""
+    return advisory_lease(store, PRUNE_LOCK)
 
-    def __init__(self, run_once: Callable[[], list[VehiclePrune]], store: Store,
-                 every_s: float = 86_400.0, first_after_s: float = 3_600.0) -> None:
-        self.run_once = run_once
+
+class DailyJob:
+    """A collector's job once a day (the first ``first_after_s`` after start), run only under
+    its lease (:func:`advisory_lease` of ``lock``); a failure is logged, never raised."""
+
+    def __init__(self, name: str, lock: int, run_once: Callable[[], str], store: Store,
+                 every_s: float, first_after_s: float) -> None:
+        self.name = name
+        self.lock = lock
+        self.run_once = run_once  # runs the job; what it did, for the log
         self.store = store
         self.every_s = every_s
         self.first_after_s = first_after_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="prune", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
         """Start the daily thread."""
@@ -258,16 +267,27 @@ class DailyPrune:
         while not self._stop.wait(wait):
             wait = self.every_s
             try:
-                with prune_lease(self.store) as mine:
+                with advisory_lease(self.store, self.lock) as mine:
                     if not mine:
-                        log.info("prune: another collector holds the lease, skipped today")
+                        log.info("%s: another collector holds the lease, skipped today", self.name)
                         continue
                     done = self.run_once()
-                total = sum(p.deleted for p in done)
-                log.info("prune: %d records past the keeping period deleted (%d vehicles)",
-                         total, sum(1 for p in done if p.deleted))
-            except Exception:  # the prune must never take the collector down
-                log.exception("prune: failed, the next run is tomorrow")
+                log.info("%s: %s", self.name, done)
+            except Exception:  # the job must never take the collector down
+                log.exception("%s: failed, the next run is tomorrow", self.name)
+
+
+class DailyPrune(DailyJob):
+    """The collector's prune, once a day (the first an hour after start), under the lease."""
+
+    def __init__(self, run_once: Callable[[], list[VehiclePrune]], store: Store,
+                 every_s: float = 86_400.0, first_after_s: float = 3_600.0) -> None:
+        def once() -> str:
+            done = run_once()
+            return (f"{sum(p.deleted for p in done)} records past the keeping period deleted "
+                    f"({sum(1 for p in done if p.deleted)} vehicles)")
+
+        super().__init__("prune", PRUNE_LOCK, once, store, every_s, first_after_s)
 
 
 def now_day_ms() -> int:
