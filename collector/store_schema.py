@@ -41,11 +41,79 @@ class Migration:
         return split + list(dict(self.whole).get(dialect, ()))
 
 
-#: What refuses a DELETE of records outside ``frota collector prune`` (one line, the articles).
+#: The articles that keep records for the retention period (every refusal below names them).
+_KEPT_BY: Final = "(Decreto SP 29.913/1989 art. 61 §3, Regulamento TO art. 66 §1)"
+#: What refuses a DELETE of records outside the prune and the compaction (one line, the
+#: articles): the prune deletes them past the retention period, the compaction deletes none (it
+#: moves a day's rows into that day's disc row, written first). Migration ``018_refusal_text``.
 DELETE_REFUSED: Final = (
-    "records are deleted only by frota collector prune, past the retention period "
-    "(Decreto SP 29.913/1989 art. 61 §3, Regulamento TO art. 66 §1)"
+    "records are deleted only by frota collector prune, past the retention period, and moved "
+    "only by frota collector compact, into their compacted day " + _KEPT_BY
 )
+#: What refuses a DELETE of a compacted day while its records are not rows again.
+DISC_DAY_DELETE_REFUSED: Final = (
+    "a compacted day is deleted only by frota collector prune, past the retention period, "
+    "or once a late record has made its records rows again " + _KEPT_BY
+)
+#: The refusals' text as migrations 008 and 012 wrote it (shipped: never edited, replaced by
+#: 018 in every database).
+_DELETE_REFUSED_008: Final = (
+    "records are deleted only by frota collector prune, past the retention period " + _KEPT_BY
+)
+
+
+def _sqlite_guards(records: str, disc_days: str) -> tuple[str, ...]:
+    """SQLite's triggers (012 on): a record may go inside the prune, or inside the compaction
+    where a disc day covers its time; a disc day inside the prune, or once its records are rows."""
+    return (
+        "CREATE TRIGGER records_delete_guard BEFORE DELETE ON records "
+        "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND NOT (EXISTS (SELECT 1 FROM "
+        "compact_gate) AND EXISTS (SELECT 1 FROM disc_days d WHERE "
+        "d.vehicle = OLD.vehicle AND d.last_ms >= OLD.ts_ms AND "
+        "d.first_ms <= OLD.ts_ms)) BEGIN "
+        f"SELECT RAISE(ABORT, '{records}'); END",
+        "CREATE TRIGGER disc_days_delete_guard BEFORE DELETE ON disc_days "
+        "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND (SELECT count(*) FROM records r "
+        "WHERE r.vehicle = OLD.vehicle AND r.ts_ms >= OLD.first_ms AND "
+        "r.ts_ms <= OLD.last_ms) < OLD.records BEGIN "
+        f"SELECT RAISE(ABORT, '{disc_days}'); END",
+    )
+
+
+def _pg_records_row_guard(records: str) -> str:
+    """PostgreSQL's function behind ``records_delete_guard`` (012 on): as :func:`_sqlite_guards`."""
+    return (
+        "CREATE OR REPLACE FUNCTION frota_records_delete_row() RETURNS trigger "
+        "LANGUAGE plpgsql AS $$ BEGIN "
+        "IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND NOT "
+        "(coalesce(current_setting('frota.compact', true), '') = 'on' AND EXISTS "
+        "(SELECT 1 FROM disc_days d WHERE d.vehicle = OLD.vehicle AND "
+        "d.last_ms >= OLD.ts_ms AND d.first_ms <= OLD.ts_ms)) THEN "
+        f"RAISE EXCEPTION '{records}'; END IF; RETURN OLD; END $$"
+    )
+
+
+def _pg_disc_days_row_guard(disc_days: str, replace: bool) -> str:
+    """PostgreSQL's function behind ``disc_days_delete_guard``: as :func:`_sqlite_guards`."""
+    return (
+        f"CREATE {'OR REPLACE ' if replace else ''}FUNCTION frota_disc_days_delete_row() "
+        "RETURNS trigger LANGUAGE plpgsql "
+        "AS $$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND "
+        "(SELECT count(*) FROM records r WHERE r.vehicle = OLD.vehicle AND "
+        "r.ts_ms >= OLD.first_ms AND r.ts_ms <= OLD.last_ms) < OLD.records THEN "
+        f"RAISE EXCEPTION '{disc_days}'; END IF; RETURN OLD; END $$"
+    )
+
+
+def _pg_truncate_guard(function: str, message: str, replace: bool) -> str:
+    """A PostgreSQL function refusing TRUNCATE outside the prune."""
+    return (
+        f"CREATE {'OR REPLACE ' if replace else ''}FUNCTION {function}() RETURNS trigger "
+        "LANGUAGE plpgsql AS "
+        "$$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' THEN "
+        f"RAISE EXCEPTION '{message}'; END IF; RETURN NULL; END $$"
+    )
+
 
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
@@ -177,15 +245,15 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             ("sqlite", (
                 "CREATE TRIGGER records_delete_guard BEFORE DELETE ON records "
                 "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) BEGIN "
-                f"SELECT RAISE(ABORT, '{DELETE_REFUSED}'); END",
+                f"SELECT RAISE(ABORT, '{_DELETE_REFUSED_008}'); END",
             )),
             ("postgresql", (
                 "CREATE FUNCTION frota_records_delete_guard() RETURNS trigger LANGUAGE plpgsql AS "
                 "$$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' THEN "
-                f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN NULL; END $$",
+                f"RAISE EXCEPTION '{_DELETE_REFUSED_008}'; END IF; RETURN NULL; END $$",
                 "CREATE FUNCTION frota_records_delete_row() RETURNS trigger LANGUAGE plpgsql AS "
                 "$$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' THEN "
-                f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN OLD; END $$",
+                f"RAISE EXCEPTION '{_DELETE_REFUSED_008}'; END IF; RETURN OLD; END $$",
                 "CREATE TRIGGER records_delete_guard BEFORE DELETE ON records FOR EACH ROW "
                 "EXECUTE FUNCTION frota_records_delete_row()",
                 "CREATE TRIGGER records_truncate_guard BEFORE TRUNCATE ON records "
@@ -259,31 +327,11 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         whole=(
             ("sqlite", (
                 "DROP TRIGGER records_delete_guard",
-                "CREATE TRIGGER records_delete_guard BEFORE DELETE ON records "
-                "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND NOT (EXISTS (SELECT 1 FROM "
-                "compact_gate) AND EXISTS (SELECT 1 FROM disc_days d WHERE "
-                "d.vehicle = OLD.vehicle AND d.last_ms >= OLD.ts_ms AND "
-                "d.first_ms <= OLD.ts_ms)) BEGIN "
-                f"SELECT RAISE(ABORT, '{DELETE_REFUSED}'); END",
-                "CREATE TRIGGER disc_days_delete_guard BEFORE DELETE ON disc_days "
-                "WHEN NOT EXISTS (SELECT 1 FROM prune_gate) AND (SELECT count(*) FROM records r "
-                "WHERE r.vehicle = OLD.vehicle AND r.ts_ms >= OLD.first_ms AND "
-                "r.ts_ms <= OLD.last_ms) < OLD.records BEGIN "
-                f"SELECT RAISE(ABORT, '{DELETE_REFUSED}'); END",
+                *_sqlite_guards(_DELETE_REFUSED_008, _DELETE_REFUSED_008),
             )),
             ("postgresql", (
-                "CREATE OR REPLACE FUNCTION frota_records_delete_row() RETURNS trigger "
-                "LANGUAGE plpgsql AS $$ BEGIN "
-                "IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND NOT "
-                "(coalesce(current_setting('frota.compact', true), '') = 'on' AND EXISTS "
-                "(SELECT 1 FROM disc_days d WHERE d.vehicle = OLD.vehicle AND "
-                "d.last_ms >= OLD.ts_ms AND d.first_ms <= OLD.ts_ms)) THEN "
-                f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN OLD; END $$",
-                "CREATE FUNCTION frota_disc_days_delete_row() RETURNS trigger LANGUAGE plpgsql "
-                "AS $$ BEGIN IF coalesce(current_setting('frota.prune', true), '') <> 'on' AND "
-                "(SELECT count(*) FROM records r WHERE r.vehicle = OLD.vehicle AND "
-                "r.ts_ms >= OLD.first_ms AND r.ts_ms <= OLD.last_ms) < OLD.records THEN "
-                f"RAISE EXCEPTION '{DELETE_REFUSED}'; END IF; RETURN OLD; END $$",
+                _pg_records_row_guard(_DELETE_REFUSED_008),
+                _pg_disc_days_row_guard(_DELETE_REFUSED_008, replace=False),
                 "CREATE TRIGGER disc_days_delete_guard BEFORE DELETE ON disc_days FOR EACH ROW "
                 "EXECUTE FUNCTION frota_disc_days_delete_row()",
                 "CREATE TRIGGER disc_days_truncate_guard BEFORE TRUNCATE ON disc_days "
@@ -348,5 +396,30 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         # before (read as before).
         "017_disc_summary",
         "ALTER TABLE disc_days ADD COLUMN summary {bytes}",
+    ),
+    Migration(
+        # The refusals say what they refuse (collector/store_schema.py, DELETE_REFUSED): a record
+        # leaves its row by the prune (deleted past the retention period) or by the compaction
+        # (moved into its compacted day, deleting none); a compacted day goes by the prune or
+        # when a late record made its records rows again. Same guards, new text; in PostgreSQL
+        # a TRUNCATE of disc_days says so with a function of its own.
+        "018_refusal_text",
+        whole=(
+            ("sqlite", (
+                "DROP TRIGGER records_delete_guard",
+                "DROP TRIGGER disc_days_delete_guard",
+                *_sqlite_guards(DELETE_REFUSED, DISC_DAY_DELETE_REFUSED),
+            )),
+            ("postgresql", (
+                _pg_truncate_guard("frota_records_delete_guard", DELETE_REFUSED, replace=True),
+                _pg_records_row_guard(DELETE_REFUSED),
+                _pg_disc_days_row_guard(DISC_DAY_DELETE_REFUSED, replace=True),
+                _pg_truncate_guard("frota_disc_days_truncate_guard", DISC_DAY_DELETE_REFUSED,
+                                   replace=False),
+                "DROP TRIGGER disc_days_truncate_guard ON disc_days",
+                "CREATE TRIGGER disc_days_truncate_guard BEFORE TRUNCATE ON disc_days "
+                "FOR EACH STATEMENT EXECUTE FUNCTION frota_disc_days_truncate_guard()",
+            )),
+        ),
     ),
 )

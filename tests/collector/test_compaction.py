@@ -145,23 +145,30 @@ def test_summary_readers_see_the_same_after_compaction(store: Store, tmp_path: P
     assert _reads(store) == before
 
 
-def test_only_compaction_and_prune_delete(store: Store, tmp_path: Path) -> None:
+def test_only_compaction_and_prune_delete(store: Store, store_url: str, tmp_path: Path) -> None:
     key, _ = _signed(tmp_path)
     _ingest(store, _records(), key)
     _compact(store)
     wrong = (sqlite3.DatabaseError, psycopg.Error, StoreError)
     # a row of a day not compacted: refused, whatever the route
-    with pytest.raises(wrong, match="deleted only by frota collector prune"):
+    with pytest.raises(wrong, match="moved only by frota collector compact, into their "
+                       "compacted day"):
         store.apply([("DELETE FROM records WHERE ts_ms >= ?", [(NOW - 86_400_000,)])])
     # a row inside a compacted day (written past the ingest, which would reopen the day): the
     # compaction alone may delete such a row, and it did not write this one
     late = {**_late(99, GENESIS, ms_to_ts(START + 1000))[0]}
     store.apply([(INSERT_RECORD, [record_row(late, NOW)])])
-    with pytest.raises(wrong, match="deleted only by frota collector prune"):
+    with pytest.raises(wrong, match="moved only by frota collector compact"):
         store.apply([("DELETE FROM records WHERE seq = ?", [(99,)])])
     # a compacted day: its row may not go while its records are not rows again
-    with pytest.raises(wrong, match="deleted only by frota collector prune"):
+    day_refused = ("a compacted day is deleted only by frota collector prune, past the retention "
+                   "period, or once a late record has made its records rows again")
+    with pytest.raises(wrong, match=day_refused):
         store.apply([("DELETE FROM disc_days", [()])])
+    if store.dialect == "postgresql":  # TRUNCATE says the same
+        with psycopg.connect(store_url, autocommit=True) as conn, pytest.raises(
+                psycopg.Error, match=day_refused):
+            conn.execute("TRUNCATE disc_days")
     assert len(store_disc.days(store, BUS)) == 2
     assert store.count() == 2 * INSTANTS + 1   # the row inside the day is read beside it
 

@@ -159,7 +159,9 @@ def test_a_hold_keeps_its_period_past_the_prune_date_until_released(
 
 
 def test_deleting_records_any_other_way_is_refused(store: Store, store_url: str) -> None:
-    with pytest.raises(StoreError, match=r"deleted only by frota collector prune.*art\. 61 §3"):
+    with pytest.raises(StoreError, match=r"deleted only by frota collector prune, past the "
+                       r"retention period, and moved only by frota collector compact, into "
+                       r"their compacted day .*art\. 61 §3"):
         store.apply([("DELETE FROM records WHERE vehicle = ?", [(SP_BUS,)])])
     assert len(_seqs(store, SP_BUS)) == 7
     if store.dialect == "sqlite":  # another program on the file
@@ -172,6 +174,35 @@ def test_deleting_records_any_other_way_is_refused(store: Store, store_url: str)
                 psycopg.Error, match="frota collector prune"):
             conn.execute("TRUNCATE records")
     assert len(_seqs(store, SP_BUS)) == 7
+
+
+def test_a_store_from_before_the_compaction_refusal_text_says_it_after(
+        store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A store made by the release before migration 018 refuses with the prune alone named; once
+    # opened by this release its guards name the compaction too (same guards, new text).
+    import collector.store_pg
+    import collector.store_sqlite
+    from collector.store_schema import MIGRATIONS
+
+    assert MIGRATIONS[-1].name == "018_refusal_text"  # (a newer migration: move this test on)
+    for module in (collector.store_sqlite, collector.store_pg):
+        monkeypatch.setattr(module, "MIGRATIONS", MIGRATIONS[:-1])
+    delete = [("DELETE FROM records WHERE seq = ?", [(1,)])]
+    older = open_store(store_url)
+    try:
+        older.put([record_row(_rec(SP_BUS, 1, "2026-11-30T15:00:00Z"), NOW)], [])
+        with pytest.raises(StoreError, match=r"prune, past the retention period \(Decreto"):
+            older.apply(delete)
+    finally:
+        older.close()
+    monkeypatch.undo()
+    store = open_store(store_url)
+    try:
+        with pytest.raises(StoreError, match="and moved only by frota collector compact"):
+            store.apply(delete)
+        assert store.count(SP_BUS) == 1
+    finally:
+        store.close()
 
 
 def _config(tmp_path: Path, keep: str = "") -> Path:
