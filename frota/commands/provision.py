@@ -199,5 +199,6 @@ def _apply_now(args: argparse.Namespace) -> int:
     done = _run(lambda: live.apply(state, args.broker))
     print(f"the broker at {mask_url(args.broker or state.broker_url)} runs the fleet's logins: "
           f"{len(done.created)} added ({', '.join(done.created) or 'none'}), "
-          f"{len(done.deleted)} removed ({', '.join(done.deleted) or 'none'})")
+          f"{len(done.deleted)} removed ({', '.join(done.deleted) or 'none'}), "
+          f"{len(done.restored)} put back as provisioned ({', '.join(done.restored) or 'none'})")
     return 0

@@ -62,6 +62,9 @@ ADMIN_ROLE: Final = "frota-provision"
 #: Provisioning's login: vehicle and collector names start with a letter or digit.
 ADMIN_USER: Final = "_frota-provision"
 CONTROL: Final = "$CONTROL/dynamic-security/v1"
+#: What a client may do that no role of its grants: only unsubscribe.
+DEFAULT_ACCESS: Final = {"publishClientSend": False, "publishClientReceive": False,
+                         "subscribe": False, "unsubscribe": True}
 
 
 class DynsecError(RuntimeError):
@@ -178,8 +181,7 @@ def write(path: Path, clients: dict[str, dict[str, Any]], collectors: Iterable[s
         client = {k: v for k, v in clients[name].items() if k not in ("roles", "groups")}
         kept.append({**client, "roles": granted})
     doc = {
-        "defaultACLAccess": {"publishClientSend": False, "publishClientReceive": False,
-                             "subscribe": False, "unsubscribe": True},
+        "defaultACLAccess": dict(DEFAULT_ACCESS),
         "clients": kept,
         "groups": [],
         "roles": roles(vehicle_list),

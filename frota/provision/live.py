@@ -7,8 +7,10 @@ the only one with that right) compares the broker's clients and roles with the f
 what is missing (a new bus, a new collector: passwords from their 0600 files in the fleet's
 folder), deletes what the fleet no longer has (a revoked bus: the plugin disconnects it), then
 writes the fleet's file again — the broker rewrites that file after each command, and the fleet's
-version (what a restart reads) must stay the one provisioning wrote. Roles are compared by name:
-a role whose rules a newer Frota changed is taken at the broker's next start.
+version (what a restart reads) must stay the one provisioning wrote. What the broker runs is
+compared by content, not only by name, and put back where it drifted (changed by hand through
+the control topic, or by an older Frota): each role's ACLs, each login's roles, groups (the
+fleet has none) and the default access.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ class Applied:
 
     created: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
+    #: What existed with other content and was put back as the fleet has it ("role NAME",
+    #: "login NAME", "group NAME", "default access").
+    restored: list[str] = field(default_factory=list)
 
 
 class _Control:
@@ -99,13 +104,46 @@ class _Control:
         return responses
 
 
-def _names(response: dict[str, Any], key: str) -> set[str]:
+def _listed(response: dict[str, Any], key: str, name: str) -> dict[str, dict[str, Any]]:
+    """The items of a verbose list answer (``clients``, ``roles``, ``groups``) by ``name``."""
     data = response.get("data")
     items = data.get(key) if isinstance(data, dict) else None
     if response.get("error") or not isinstance(items, list):
         raise ApplyError(f"{response.get('command')}: {response.get('error', 'no list')}")
-    return {item if isinstance(item, str) else str(item.get("username") or item.get("rolename"))
-            for item in items}
+    return {str(item.get(name)): item for item in items if isinstance(item, dict)}
+
+
+def _acls(role: dict[str, Any]) -> set[tuple[str, str, int, bool]]:
+    """A role's ACLs as (type, topic, priority, allow)."""
+    return {(str(a.get("acltype")), str(a.get("topic")), int(a.get("priority", 0)),
+             bool(a.get("allow"))) for a in role.get("acls") or () if isinstance(a, dict)}
+
+
+def _role_fixes(name: str, want: dict[str, Any], have: dict[str, Any]) -> list[dict[str, Any]]:
+    """The commands that make the broker's role ``have`` grant what the fleet's ``want`` does:
+    every ACL that differs removed (the plugin keys an ACL by type and topic), then the fleet's
+    added."""
+    wanted, had = _acls(want), _acls(have)
+    fixes: list[dict[str, Any]] = [
+        {"command": "removeRoleACL", "rolename": name, "acltype": kind, "topic": topic}
+        for kind, topic, _priority, _allow in sorted(had - wanted)]
+    fixes += [{"command": "addRoleACL", "rolename": name, "acltype": kind, "topic": topic,
+               "priority": priority, "allow": allow}
+              for kind, topic, priority, allow in sorted(wanted - had)]
+    return fixes
+
+
+def _login_fixes(user: str, role: str | None, have: dict[str, Any]) -> list[dict[str, Any]]:
+    """The commands that leave login ``user`` with the fleet's ``role`` alone (priority 0)."""
+    wanted = set() if role is None else {(role, 0)}
+    had = {(str(r.get("rolename")), int(r.get("priority", 0)))
+           for r in have.get("roles") or () if isinstance(r, dict)}
+    fixes: list[dict[str, Any]] = [
+        {"command": "removeClientRole", "username": user, "rolename": name}
+        for name, _priority in sorted(had - wanted)]
+    fixes += [{"command": "addClientRole", "username": user, "rolename": name,
+               "priority": priority} for name, priority in sorted(wanted - had)]
+    return fixes
 
 
 def apply(fleet: Fleet, url: str | None = None, timeout: float = 15.0) -> Applied:
@@ -135,23 +173,46 @@ def apply(fleet: Fleet, url: str | None = None, timeout: float = 15.0) -> Applie
 
 def _sync(control: _Control, logins: dict[str, Path], roles: dict[str, dict[str, Any]],
           collectors: list[str], vehicles: list[str], done: Applied) -> list[str]:
-    """Create the missing roles and logins, delete those the fleet no longer has; the errors."""
-    listed = control.call([{"command": "listClients"}, {"command": "listRoles"}])
-    have_clients, have_roles = _names(listed[0], "clients"), _names(listed[1], "roles")
+    """Create the missing roles and logins, delete those the fleet no longer has (and any
+    group), put back what differs; the errors."""
+    listed = control.call([{"command": "listClients", "verbose": True},
+                           {"command": "listRoles", "verbose": True},
+                           {"command": "listGroups", "verbose": True},
+                           {"command": "getDefaultACLAccess"}])
+    have_clients = _listed(listed[0], "clients", "username")
+    have_roles = _listed(listed[1], "roles", "rolename")
+    have_groups = _listed(listed[2], "groups", "groupname")
+    have_access = _listed(listed[3], "acls", "acltype")
     commands: list[dict[str, Any]] = []
-    for name in sorted(set(roles) - have_roles):
+    for name in sorted(set(roles) - set(have_roles)):
         commands.append({"command": "createRole", **roles[name]})
-    for user in sorted(set(logins) - have_clients):
+    for name in sorted(set(roles) & set(have_roles)):
+        fixes = _role_fixes(name, roles[name], have_roles[name])
+        commands += fixes
+        done.restored += [f"role {name}"] if fixes else []
+    for group in sorted(have_groups):  # a group's roles reach its members: the fleet has none
+        commands.append({"command": "deleteGroup", "groupname": group})
+        done.restored.append(f"group {group}")
+    for user in sorted(set(logins) - set(have_clients)):
         commands.append({"command": "createClient", "username": user, "textname": user,
                          "password": logins[user].read_text(),
                          "roles": [{"rolename": dynsec.role_of(user, collectors, vehicles),
                                     "priority": 0}]})
         done.created.append(user)
-    for user in sorted(have_clients - set(logins)):
+    for user in sorted(set(logins) & set(have_clients)):
+        fixes = _login_fixes(user, dynsec.role_of(user, collectors, vehicles), have_clients[user])
+        commands += fixes
+        done.restored += [f"login {user}"] if fixes else []
+    for user in sorted(set(have_clients) - set(logins)):
         commands.append({"command": "deleteClient", "username": user})
         done.deleted.append(user)
-    for name in sorted(have_roles - set(roles)):
+    for name in sorted(set(have_roles) - set(roles)):
         commands.append({"command": "deleteRole", "rolename": name})
+    if any(have_access.get(kind, {}).get("allow") is not allow
+           for kind, allow in dynsec.DEFAULT_ACCESS.items()):
+        commands.append({"command": "setDefaultACLAccess", "acls": [
+            {"acltype": kind, "allow": allow} for kind, allow in dynsec.DEFAULT_ACCESS.items()]})
+        done.restored.append("default access")
     if not commands:
         return []
     return [f"{a.get('command')}: {a['error']}" for a in control.call(commands) if a.get("error")]

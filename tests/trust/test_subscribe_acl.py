@@ -15,6 +15,7 @@ import time
 import pytest
 
 from frota.cli import main
+from frota.provision import dynsec, live
 from frota.provision import fleet as provisioning
 from protocols.evaluated import EVALUATED_TOPIC
 from protocols.uplink import up_subscription, up_topic
@@ -124,6 +125,52 @@ def test_frota_provision_apply_changes_the_running_broker_without_a_restart() ->
         refused = Client(running.port, running.fleet.ca_cert_path, B, running.password(B))
         assert refused.connect().is_failure
         refused.close()
+
+
+def test_frota_provision_apply_puts_back_what_was_changed_by_hand(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # Someone with provisioning's login changed the running broker by hand: bus A's role may
+    # subscribe to everything, the collectors' role lost its shared subscription, bus B was
+    # given the collectors' role directly and through a group, and subscribing is allowed by
+    # default. Every name is still there: apply compares content and puts each back.
+    with provisioned_broker((A, B)) as running:
+        fleet = running.fleet
+        password = fleet.login_files()[dynsec.ADMIN_USER].read_text()
+        by_hand = [
+            {"command": "addRoleACL", "rolename": dynsec.VEHICLE_ROLE_PREFIX + A,
+             "acltype": "subscribePattern", "topic": "#", "priority": 0, "allow": True},
+            {"command": "removeRoleACL", "rolename": dynsec.COLLECTOR_ROLE,
+             "acltype": "subscribePattern", "topic": "$share/+/frota/v1/+/up"},
+            {"command": "addClientRole", "username": B, "rolename": dynsec.COLLECTOR_ROLE},
+            {"command": "createGroup", "groupname": "extra",
+             "roles": [{"rolename": dynsec.COLLECTOR_ROLE}]},
+            {"command": "addGroupClient", "groupname": "extra", "username": A},
+        ]
+        default_subscribe = {"command": "setDefaultACLAccess",
+                             "acls": [{"acltype": "subscribe", "allow": True}]}
+        with live._Control(fleet.broker_url, fleet.ca_cert_path, password, 10) as control:
+            assert [a.get("error") for a in control.call(by_hand)] == [None] * 5
+            with connected(running, A) as bus_a, connected(running, B) as bus_b, \
+                    connected(running, "collector-main") as collector:
+                # the changes by hand took effect
+                assert not bus_a.suback("#").is_failure
+                assert not bus_b.suback(up_subscription()).is_failure
+                assert collector.suback(up_subscription("frota")).is_failure
+                assert bus_b.suback("elsewhere").is_failure
+                assert control.call([default_subscribe])[0].get("error") is None
+                assert not bus_b.suback("elsewhere").is_failure
+        assert main(["provision", "apply", str(fleet.folder)]) == 0
+        assert capsys.readouterr().out.endswith(
+            "0 added (none), 0 removed (none), 5 put back as provisioned (role frota-collector, "
+            "role frota-vehicle-ABC1D23, group extra, login XYZ9K88, default access)\n")
+        with connected(running, A) as bus_a, connected(running, B) as bus_b, \
+                connected(running, "collector-main") as collector:
+            for bus in (bus_a, bus_b):
+                for topic in ("#", "frota/v1/+/up", up_subscription("frota"), "elsewhere"):
+                    assert bus.suback(topic).is_failure, topic
+            assert not bus_a.suback(f"frota/v1/{A}/ack").is_failure
+            assert not collector.suback(up_subscription("frota")).is_failure
+        assert live.apply(fleet) == live.Applied()  # nothing left to put back
 
 
 def test_collectors_write_and_read_the_evaluation_notices_and_buses_cannot() -> None:
