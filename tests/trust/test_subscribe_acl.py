@@ -11,6 +11,7 @@ checked on SUBSCRIBE (docs/trust.md, docs/deployment.md).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -136,7 +137,7 @@ def test_frota_provision_apply_puts_back_what_was_changed_by_hand(
     with provisioned_broker((A, B)) as running:
         fleet = running.fleet
         password = fleet.login_files()[dynsec.ADMIN_USER].read_text()
-        by_hand = [
+        by_hand: list[dict[str, Any]] = [
             {"command": "addRoleACL", "rolename": dynsec.VEHICLE_ROLE_PREFIX + A,
              "acltype": "subscribePattern", "topic": "#", "priority": 0, "allow": True},
             {"command": "removeRoleACL", "rolename": dynsec.COLLECTOR_ROLE,
