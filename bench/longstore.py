@@ -48,6 +48,7 @@ from collector import disc, store_disc
 from collector.store import open_store
 from collector.store_disc import INSERT_DAY
 from protocols.chain import GENESIS, record_hash
+from protocols.records import ts_to_ms
 
 DAY_MS = DAY_S * 1000
 #: Local day of T0_MS in São Paulo (bench.check: 2026-03-02 00:00 local).
@@ -74,16 +75,22 @@ class LongStore:
         return self.first_ms + self.days * DAY_MS
 
 
-def template_day(hours: int = 24) -> list[str]:
+def template_day(hours: int = 24, window_s: tuple[int, int] | None = None) -> list[str]:
     """The first ``hours`` of one bus-day of bench.check's generator (bus 0, day 0, from local
-    midnight), chained from GENESIS."""
+    midnight) — or, given ``window_s``, its local seconds from ``window_s[0]`` up to
+    ``window_s[1]`` (tests: a few minutes around the morning's first events) — numbered from
+    seq 1 and chained from GENESIS."""
+    first_s, end_s = window_s or (0, hours * 3600)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "day.jsonl"
-        generate(path, 1, hours)
-        texts = []
+        generate(path, 1, -(-end_s // 3600))
+        texts: list[str] = []
         prev = GENESIS
         for line in path.read_bytes().splitlines():
             rec = orjson.loads(line)
+            if not first_s * 1000 <= ts_to_ms(rec["ts"]) - T0_MS < end_s * 1000:
+                continue
+            rec["seq"] = len(texts) + 1
             rec["prev"] = prev
             prev = record_hash(rec)
             texts.append(orjson.dumps(rec).decode())
@@ -170,13 +177,15 @@ def _changes(t: _Template, bus: int, day: int,
 
 
 def build(url: str, buses: int, days: int, *, raw_days: int = 0, level: int = 3,
-          hours: int = 24, log: bool = False) -> LongStore:
+          hours: int = 24, window_s: tuple[int, int] | None = None,
+          log: bool = False) -> LongStore:
     """A store at ``url`` (a new SQLite file or an empty PostgreSQL schema) with ``buses`` buses
     (BUS00…, bench.check's registry: :func:`fleet_registry`) × ``days`` local days from
     2026-03-02 (São Paulo), the last ``raw_days`` of them as rows, the others compacted; each
-    day holds its first ``hours`` (tests use fewer than 24). See the module docstring."""
+    day holds its first ``hours``, or its local seconds ``window_s`` (first, end: tests hold a
+    few minutes). See the module docstring."""
     started = time.perf_counter()
-    texts = template_day(hours)
+    texts = template_day(hours, window_s)
     template = _Template(disc.encode_day(texts))
     odometers = template.values("odometer_m")
     per_day_m = int(odometers[-1]) - int(odometers[0]) + 1
@@ -220,8 +229,6 @@ def build(url: str, buses: int, days: int, *, raw_days: int = 0, level: int = 3,
 
 def _offset(text: str) -> int:
     """A template record's time from the day's start, ms."""
-    from protocols.records import ts_to_ms
-
     return ts_to_ms(orjson.loads(text)["ts"]) - T0_MS
 
 
