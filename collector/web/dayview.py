@@ -171,12 +171,16 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
                                                exact=False)):
         if rec["kind"] == "driver" and rec.get("slot") == 1:
             out.first_driver = _mapped(registry, rec)
+    starts = []
     for rec in map(orjson.loads, store.events(vehicle, day.lo_ms, day.hi_ms, exact=False)):
         event = _event(registry, rec)
         if event is not None:
             out.events.append(event)
         if rec["kind"] == "trip" and rec["event"] == "start":
-            out.trips.append((rec["trip"], ts_to_ms(rec["ts"]), rec.get("line")))
+            starts.append(rec)
+    gone = out.withdrawn    # a withdrawn trip entry is no trip (the rules', the Viagem's reading)
+    out.trips = [(rec["trip"], ts_to_ms(rec["ts"]), rec.get("line")) for rec in starts
+                 if not (rec.get("agent") == "operator" and rec.get("seq") in gone)]
     return out
 
 

@@ -7,12 +7,14 @@ running sum of boarded − alighted since the vehicle's previous ``trip end`` (n
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import orjson
 
+from collector.entries import OPERATOR
 from collector.registry import Line, Registry
 from collector.store import Store
 from protocols.records import ts_to_ms
@@ -95,12 +97,25 @@ def nearest_point(line: Line | None, lat: float, lon: float) -> tuple[str | None
     return (best.name if dist <= best.radius_m else None), dist
 
 
+def standing(texts: Iterable[str]) -> list[dict[str, Any]]:
+    """The records of ``texts`` (a vehicle's, as :meth:`Store.events` gives them) without the
+    operator entries withdrawn among them nor the withdrawals: the rules judge a withdrawn entry
+    as never entered (docs/records.md, ``withdrawal``), and so do the pages. A withdrawal carries
+    its entry's ``ts``, so a period that holds the entry holds its withdrawal."""
+    recs = [orjson.loads(t) for t in texts]
+    gone = {rec["withdraws"] for rec in recs
+            if rec["kind"] == "withdrawal" and rec.get("agent") == OPERATOR}
+    return [rec for rec in recs if rec["kind"] != "withdrawal"
+            and not (rec.get("agent") == OPERATOR and rec.get("seq") in gone)]
+
+
 def find_trip(store: Store, vehicle: str, trip: str, lo_ms: int = -(1 << 62),
               hi_ms: int = 1 << 62) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """The trip's latest ``start`` record on this vehicle and its ``end`` after it (or None)."""
+    """The trip's latest ``start`` record on this vehicle and its ``end`` after it (or None);
+    withdrawn operator entries do not count (:func:`standing`)."""
     start: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
-    for rec in map(orjson.loads, store.events(vehicle, lo_ms, hi_ms)):
+    for rec in standing(store.events(vehicle, lo_ms, hi_ms)):
         if rec["kind"] != "trip" or rec.get("trip") != trip:
             continue
         if rec["event"] == "start":
@@ -131,7 +146,7 @@ def trip_view(store: Store, registry: Registry, vehicle: str, trip: str, stop_km
                   if r.get("kmh") is not None]
     _stops(view, speeds, stop_kmh)
     _passengers(store, view)
-    view.events = [r for r in map(orjson.loads, store.events(vehicle, lo, hi + 1))
+    view.events = [r for r in standing(store.events(vehicle, lo, hi + 1))
                    if r["kind"] in ("incident", "report", "device", "driver")]
     return view
 
@@ -170,7 +185,7 @@ def _add_stop(view: TripView, a: int, b: int) -> None:
 def _passengers(store: Store, view: TripView) -> None:
     since = view.start_ms - LOOK_BACK_MS
     doors: list[dict[str, Any]] = []
-    for rec in map(orjson.loads, store.events(view.vehicle, since, view.end_ms + 1)):
+    for rec in standing(store.events(view.vehicle, since, view.end_ms + 1)):
         ms = ts_to_ms(rec["ts"])
         if rec["kind"] == "trip" and rec["event"] == "end" and ms <= view.start_ms:
             doors = []                       # everyone alighted at the previous trip's end

@@ -26,7 +26,7 @@ from collector.store import Store, open_store
 from frota.cli import main
 from protocols.records import ms_to_ts
 from tests.pages.conftest import Server
-from tests.pages.fleet import AS_OF, AZUL, VERDE
+from tests.pages.fleet import AS_OF, AZUL, CLEAN_TRIP, VERDE
 from tests.pages.test_pages_http import _csrf, login
 from tests.services import PROJECT
 
@@ -245,3 +245,30 @@ def test_the_disco_do_dia_form_withdraws_with_csrf(own_server: Server) -> None:
     entries = server.get("/vehicles/FRT2B02/entries", server.token("fiscal")).json()["entries"]
     assert entries[0]["withdrawn_by"] == entries[1]["seq"]
     assert entries[1]["by"].startswith("token ")
+
+
+def test_a_withdrawn_trip_entry_is_no_trip(own_server: Server) -> None:
+    """A trip the operator entered and then withdrew is judged as never entered: the *Viagem*
+    (page and API) no longer finds it and the *Disco do dia* no longer lists nor links it."""
+    server = own_server
+    trip = "T-ENTERED-BY-MISTAKE"
+    entered = enter(server.store, None, {
+        "vehicle": "FRT1A01", "ts": "2026-03-02T19:00:00.000Z", "kind": "trip", "event": "start",
+        "trip": trip, "line": "SP-1001", "scheduled": None}, AS_OF, "maria", None)
+    fiscal = server.token("fiscal")
+    day = "/vehicles/FRT1A01/days/2026-03-02"
+    assert server.get(f"/vehicles/FRT1A01/trips/{trip}", fiscal).status_code == 200
+    assert trip in [t["trip"] for t in server.get(day, fiscal).json()["trips"]]
+    with login(server, fiscal) as client:
+        assert client.get(f"/viagem/FRT1A01/{trip}").status_code == 200
+        assert f'href="/viagem/FRT1A01/{trip}"' in client.get("/disco/FRT1A01?dia=2026-03-02").text
+    withdraw(server.store, None, "FRT1A01", entered["seq"], "viagem lançada por engano",
+             AS_OF + 1000, "joao", None)
+    assert server.get(f"/vehicles/FRT1A01/trips/{trip}", fiscal).status_code == 404
+    assert [t["trip"] for t in server.get(day, fiscal).json()["trips"]] == [CLEAN_TRIP]
+    with login(server, fiscal) as client:
+        assert client.get(f"/viagem/FRT1A01/{trip}").status_code == 404
+        text = client.get("/disco/FRT1A01?dia=2026-03-02").text
+        assert f'href="/viagem/FRT1A01/{trip}"' not in text
+        assert '<b class="retirada">retirada</b>' in text          # still listed, as withdrawn
+        assert client.get(f"/viagem/FRT1A01/{CLEAN_TRIP}").status_code == 200
