@@ -249,6 +249,18 @@ def compact(store: Store, registry: Registry | None, profiles: Mapping[str, Prof
     return out
 
 
+def summarize_missing(store: Store, profiles: Mapping[str, Profile], *,
+                      budget_s: float | None = None, pause_s: float = 0.05,
+                      dry_run: bool = False) -> tuple[int, int]:
+    """Give the days compacted before migration ``017_disc_summary`` (no summary) the summary
+    the *Disco do dia* reads (:func:`collector.disc_summary.backfill`, newest first, for
+    ``budget_s`` seconds; None: all); (days summarized, days still without one)."""
+    if DEFAULT_PROFILE not in profiles:
+        return 0, 0
+    return disc_summary.backfill(store, profiles[DEFAULT_PROFILE].stop_kmh, budget_s=budget_s,
+                                 pause_s=pause_s, dry_run=dry_run)
+
+
 def compact_lease(store: Store) -> AbstractContextManager[bool]:
     """:func:`retention.advisory_lease` of the compaction: one collector at a time."""
     return advisory_lease(store, COMPACT_LOCK)

@@ -12,11 +12,14 @@ a few dozen a day). The page reads the summary (a few kB) instead of the day's c
 same events feed every ``Store.events(..., exact=False)`` reader (the previous day's driver at
 midnight included). The summary goes with its row: a late record that reopens the day deletes
 the row, and the next compaction writes both again. A row without one (compacted before this
-migration) or a day read with another ``stop_kmh`` or other bounds is read as before.
+migration) or a day read with another ``stop_kmh`` or other bounds is read as before; the
+days compacted before the migration get theirs from :func:`backfill` (``frota collector
+compact`` and the daily compaction job, newest days first).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any, Final
@@ -126,3 +129,35 @@ def add(store: Store, day: DiscDay, stop_kmh: float) -> bool:
     store.apply([("UPDATE disc_days SET summary = ? WHERE vehicle = ? AND day = ? AND made_ms = ?",
                   [(blob, day.vehicle, day.day, day.made_ms)])])
     return read(store, day.vehicle, day.day) is not None
+
+
+def missing(store: Store) -> list[tuple[str, str]]:
+    """(vehicle, day) of the compacted days without a summary, newest day first (the days most
+    likely to be looked at)."""
+    return [(str(v), str(d)) for v, d in store._read(
+        "SELECT vehicle, day FROM disc_days WHERE summary IS NULL ORDER BY day DESC, vehicle")]
+
+
+def backfill(store: Store, stop_kmh: float, *, budget_s: float | None = None,
+             pause_s: float = 0.0, dry_run: bool = False) -> tuple[int, int]:
+    """Summarize the days compacted without a summary (:func:`add`: each decoded whole, a few
+    seconds for a day at 1 Hz), newest first, until ``budget_s`` has passed (None: all of them);
+    (days summarized, days still without one). ``dry_run``: count them only."""
+    from collector import store_disc
+
+    todo = missing(store)
+    if dry_run:
+        return 0, len(todo)
+    started = time.monotonic()
+    done = 0
+    for at, (vehicle, name) in enumerate(todo):
+        if budget_s is not None and time.monotonic() - started >= budget_s:
+            return done, len(todo) - at
+        found = [store_disc._day(r) for r in store._read(
+            f"SELECT {', '.join(store_disc.DAY_COLUMNS)} FROM disc_days WHERE vehicle = ? "
+            "AND day = ?", (vehicle, name))]
+        if found and read(store, vehicle, name) is None and add(store, found[0], stop_kmh):
+            done += 1
+        if pause_s:
+            time.sleep(pause_s)  # let the ingest's next commit in between two days
+    return done, len(missing(store))

@@ -30,6 +30,9 @@ from collector.web.export import BundleSigner
 from protocols.uplink import mask_url
 
 log = logging.getLogger(__name__)
+#: Seconds of each daily compaction run spent giving days compacted before migration
+#: 017_disc_summary their disc summary (collector/disc_summary.py, newest first).
+SUMMARY_BUDGET_S = 600.0
 
 
 class FleetVehicles:
@@ -150,9 +153,17 @@ def daily_compaction(store: Store, config: CollectorConfig) -> compaction.DailyC
     from collector.rules.profile import load_profiles
 
     def once() -> list[compaction.DayCompacted]:
-        return compaction.compact(store, registry.load(config.registry), load_profiles(),
+        profiles = load_profiles()
+        done = compaction.compact(store, registry.load(config.registry), profiles,
                                   now_ms=retention.now_day_ms(),
                                   after_days=config.retention.compact_after_days)
+        # days compacted before their disc summary existed: ten minutes of them a day
+        summarized, left = compaction.summarize_missing(store, profiles,
+                                                        budget_s=SUMMARY_BUDGET_S)
+        if summarized or left:
+            log.info("compact: summarized %d vehicle-days compacted without a disc summary, "
+                     "%d left", summarized, left)
+        return done
 
     return compaction.DailyCompaction(once, store)
 

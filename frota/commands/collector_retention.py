@@ -35,7 +35,8 @@ def add_subcommands(sub: Any) -> None:
         "local days (default 2) into one row: the day's records columnar, delta-encoded and "
         "zstd-compressed, the hash chain kept. Every reader reads them back as before; a "
         "record's rows are deleted only after its day is written and decoded back identical, "
-        "in the same transaction. Nothing is lost: prune alone deletes records.",
+        "in the same transaction. Nothing is lost: prune alone deletes records. Days "
+        "compacted without the Disco do dia's summary (before migration 017) get it.",
     )
     compact.add_argument("--config", required=True, metavar="FILE",
                          help="the collector's TOML configuration")
@@ -170,6 +171,9 @@ def run_compact(args: argparse.Namespace) -> int:
                 store, reg, load_profiles(), now_ms=retention.now_day_ms(),
                 after_days=days if days is not None else config.retention.compact_after_days,
                 dry_run=args.dry_run)
+            # days compacted before their disc summary existed get it (docs/collector.md)
+            summarized, left = compaction.summarize_missing(store, load_profiles(),
+                                                            dry_run=args.dry_run)
     except StoreError as err:
         raise UserError(str(err)) from err
     finally:
@@ -182,6 +186,12 @@ def run_compact(args: argparse.Namespace) -> int:
               f"{merged}")
     total = sum(one.records for one in done)
     print(f"compact: {verb} {total} records in {len(done)} vehicle-days", file=sys.stderr)
+    if args.dry_run and left:
+        print(f"compact: would summarize {left} compacted vehicle-days without a disc summary",
+              file=sys.stderr)
+    elif summarized:
+        print(f"compact: summarized {summarized} vehicle-days compacted without a disc summary",
+              file=sys.stderr)
     return 0
 
 

@@ -244,6 +244,22 @@ def test_compact_command(store_url: str, tmp_path: Path,
     check.close()
     assert main(["collector", "compact", "--config", str(config)]) == 0
     assert f"{BUS} 2026-11-27: compacted 16 records" in capsys.readouterr().out
+    # days compacted before migration 017_disc_summary (no summary) get the one compaction
+    # writes, at the next run (and only then: --dry-run counts them)
+    check = open_store(store_url)
+    sql = "SELECT day, summary FROM disc_days ORDER BY day"
+    written = [(str(d), bytes(b)) for d, b in check._read(sql)]
+    assert [d for d, _ in written] == ["2026-11-27", "2026-11-28"]
+    check.apply([("UPDATE disc_days SET summary = NULL WHERE vehicle = ?", [(BUS,)])])
+    check.close()
+    assert main(["collector", "compact", "--config", str(config), "--dry-run"]) == 0
+    assert "would summarize 2 compacted vehicle-days" in capsys.readouterr().err
+    assert main(["collector", "compact", "--config", str(config)]) == 0
+    assert "summarized 2 vehicle-days compacted without a disc summary" in \
+        capsys.readouterr().err
+    check = open_store(store_url)
+    assert [(str(d), bytes(b)) for d, b in check._read(sql)] == written
+    check.close()
     assert main(["collector", "compact", "--config", str(config), "--older-than-days", "0"]) == 1
     assert "--older-than-days: at least 1" in capsys.readouterr().err
 
