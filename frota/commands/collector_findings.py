@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from frota.errors import UserError
@@ -157,9 +158,7 @@ def _unsigned_warning() -> None:
 
 def run_withdraw(args: argparse.Namespace) -> int:
     """Store a withdrawal of an operator entry and print it as stored."""
-    from collector.entries import EntryError, check_by, os_user, withdraw
-    from collector.store import StoreError
-    from frota.commands.collector import _config
+    from collector.entries import withdraw
     from protocols.records import MAX_REASON_CHARS, now_ms
 
     if args.seq < 1:
@@ -167,6 +166,19 @@ def run_withdraw(args: argparse.Namespace) -> int:
     reason = args.reason.strip()
     if not reason or len(reason) > MAX_REASON_CHARS:
         raise UserError(f"--reason: say why in 1-{MAX_REASON_CHARS} characters")
+    return _store_entry(args, lambda store, reg, by, seal: withdraw(
+        store, reg, args.vehicle, args.seq, reason, now_ms(), by, seal))
+
+
+def _store_entry(args: argparse.Namespace,
+                 store_it: Callable[[Any, Any, str, Any], Any]) -> int:
+    """Check ``--by`` (the OS user by default), open the store (and registry) and the
+    collector's seal (``--config``), store through ``store_it(store, registry, by, seal)`` and
+    print the entry as stored (warning when unsigned)."""
+    from collector.entries import EntryError, check_by, os_user
+    from collector.store import StoreError
+    from frota.commands.collector import _config
+
     by = args.by if args.by is not None else os_user()
     try:
         check_by(by)
@@ -175,7 +187,7 @@ def run_withdraw(args: argparse.Namespace) -> int:
     seal = _seal(_config(args.config)) if args.config is not None else None
     store, reg = _open(args)
     try:
-        stored = withdraw(store, reg, args.vehicle, args.seq, reason, now_ms(), by, seal)
+        stored = store_it(store, reg, by, seal)
     except (StoreError, EntryError) as err:
         raise UserError(str(err)) from err
     finally:
@@ -188,7 +200,6 @@ def run_withdraw(args: argparse.Namespace) -> int:
 
 def run_enter(args: argparse.Namespace) -> int:
     """Store the operator's record and print it as stored."""
-    from collector.store import StoreError
     from protocols.records import now_ms
 
     if args.entry == "withdrawal":
@@ -215,33 +226,18 @@ def run_enter(args: argparse.Namespace) -> int:
         validate(rec)
     except RecordError as err:
         raise UserError(str(err)) from None
-    from collector.entries import EntryError, check_by, enter, os_user
+    from collector.entries import enter
 
-    by = args.by if args.by is not None else os_user()
-    try:
-        check_by(by)
-    except EntryError as err:
-        raise UserError(f"--by: {err}") from None
-    from frota.commands.collector import _config
-
-    seal = _seal(_config(args.config)) if args.config is not None else None
-    store, reg = _open(args)
-    try:
+    def store_it(store: Any, reg: Any, by: str, seal: Any) -> Any:
         if reg is not None and args.vehicle not in reg.vehicles:
             raise UserError(f"vehicle {args.vehicle!r} is not in the fleet registry")
         if reg is not None and args.entry == "trip" and args.line not in reg.lines:
             raise UserError(f"line {args.line!r} is not in the fleet registry")
         if args.entry == "report" and args.finding is not None:
             _check_deadline(store, args.finding, args.vehicle)
-        stored = enter(store, None, rec, now_ms(), by, seal)
-    except (StoreError, EntryError) as err:
-        raise UserError(str(err)) from err
-    finally:
-        store.close()
-    if seal is None:
-        _unsigned_warning()
-    sys.stdout.write(dumps(stored) + "\n")
-    return 0
+        return enter(store, None, rec, now_ms(), by, seal)
+
+    return _store_entry(args, store_it)
 
 
 #: The rules whose findings are deadlines a report answers.
