@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,52 +51,66 @@ def register(subparsers: Any) -> None:
                         "subscribe to other buses' topics (docs/deployment.md)")
     init.set_defaults(func=_init)
 
-    col = sub.add_parser("collector", help="add a collector process",
+    col = _fleet_command(sub, "collector", _collector, help="add a collector process",
                          description="Add a collector: its signing key, broker login and ACL "
                          "lines, and DIR/collectors/NAME/collector.toml.")
-    col.add_argument("dir", metavar="DIR", type=Path)
     col.add_argument("name", metavar="NAME")
-    col.set_defaults(func=_collector)
 
-    veh = sub.add_parser("vehicle", help="add a bus",
+    veh = _fleet_command(sub, "vehicle", _vehicle, help="add a bus",
                          description="Add a bus: its agent's Ed25519 key certified by the fleet "
                          "CA, its broker login and ACL lines, and DIR/vehicles/ID/agent.toml.")
-    veh.add_argument("dir", metavar="DIR", type=Path)
     veh.add_argument("vehicle", metavar="ID")
     veh.add_argument("--buffer", default="/var/lib/frota/buffer.sqlite", metavar="PATH",
                      help="the agent's buffer path in agent.toml (default "
                      "/var/lib/frota/buffer.sqlite)")
-    veh.set_defaults(func=_vehicle)
 
-    rev = sub.add_parser("revoke", help="withdraw a bus",
+    rev = _fleet_command(sub, "revoke", _revoke, help="withdraw a bus",
                          description="Withdraw a bus: its broker login and ACL lines are removed "
                          "and its keys marked revoked in the keyring (kept, so its older records "
                          "still verify). Restart the broker afterwards (SIGHUP with --acl-file).")
-    rev.add_argument("dir", metavar="DIR", type=Path)
     rev.add_argument("vehicle", metavar="ID")
-    rev.set_defaults(func=_revoke)
 
-    dyn = sub.add_parser("dynsec", help="move a fleet's broker to the dynamic security plugin",
+    dyn = _fleet_command(sub, "dynsec", _dynsec,
+                         help="move a fleet's broker to the dynamic security plugin",
                          description="Move a fleet provisioned with the password and ACL files "
                          "(--acl-file, or before the plugin) to Mosquitto's dynamic security "
                          "plugin, which also refuses a bus's subscriptions to other buses' "
                          "topics: its logins and roles go to DIR/mosquitto/dynamic-security.json "
                          "and mosquitto.conf loads the plugin. Restart the broker afterwards.")
-    dyn.add_argument("dir", metavar="DIR", type=Path)
     dyn.add_argument("--dynsec-plugin", type=Path, metavar="PATH",
                      help="the plugin's path on the broker's machine (default: the one installed "
                      "here)")
-    dyn.set_defaults(func=_dynsec)
 
-    app = sub.add_parser("apply", help="the running broker takes the fleet's changes",
+    app = _fleet_command(sub, "apply", _apply_now,
+                         help="the running broker takes the fleet's changes",
                          description="Make the running broker take the fleet's logins and roles "
                          "without a restart (fleets on the dynamic security plugin): a new bus "
-                         "or collector may log in, a revoked bus is disconnected and refused. "
-                         "Uses provisioning's own broker login (DIR/provision/password).")
-    app.add_argument("dir", metavar="DIR", type=Path)
+                         "or collector may log in, a revoked bus is disconnected and refused, "
+                         "what was changed by hand is put back. Uses provisioning's own broker "
+                         "login (DIR/provision/password).")
     app.add_argument("--broker", metavar="URL",
                      help="the broker as this machine reaches it (default: the fleet's URL)")
-    app.set_defaults(func=_apply_now)
+
+
+#: A subcommand's work on a provisioned fleet: (the fleet, the arguments) -> what to print.
+FleetChange = Callable[[Any, argparse.Namespace], str]
+
+
+def _fleet_command(sub: Any, name: str, change: FleetChange, *, help: str,
+                   description: str) -> argparse.ArgumentParser:
+    """Add subcommand ``name`` working on the fleet provisioned in DIR (its first argument):
+    the fleet is loaded, ``change`` run (a refusal or a file error in one line, exit 1), what it
+    returns printed. The parser, for the subcommand's other arguments."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    parser.add_argument("dir", metavar="DIR", type=Path)
+
+    def run(args: argparse.Namespace) -> int:
+        state = _fleet(args.dir)
+        print(_run(lambda: change(state, args)))
+        return 0
+
+    parser.set_defaults(func=run)
+    return parser
 
 
 def _fleet(folder: Path) -> Any:
@@ -150,55 +165,46 @@ def _init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _collector(args: argparse.Namespace) -> int:
+def _collector(state: Any, args: argparse.Namespace) -> str:
     from frota.provision import fleet
 
-    state = _fleet(args.dir)
-    path = _run(lambda: fleet.add_collector(state, args.name))
-    print(f"collector {args.name!r}: frota collector run --config {path}")
-    print(f"{_apply(state)} to let it log in")
-    return 0
+    path = fleet.add_collector(state, args.name)
+    return (f"collector {args.name!r}: frota collector run --config {path}\n"
+            f"{_apply(state)} to let it log in")
 
 
-def _vehicle(args: argparse.Namespace) -> int:
+def _vehicle(state: Any, args: argparse.Namespace) -> str:
     from frota.provision import fleet
 
-    state = _fleet(args.dir)
-    path = _run(lambda: fleet.add_vehicle(state, args.vehicle, args.buffer))
-    print(f"vehicle {args.vehicle}: copy {path.parent} to the bus as /etc/frota "
-          f"(frota agent run --config /etc/frota/agent.toml)")
-    print(f"{_apply(state)} to let it log in")
-    return 0
+    path = fleet.add_vehicle(state, args.vehicle, args.buffer)
+    return (f"vehicle {args.vehicle}: copy {path.parent} to the bus as /etc/frota "
+            f"(frota agent run --config /etc/frota/agent.toml)\n"
+            f"{_apply(state)} to let it log in")
 
 
-def _revoke(args: argparse.Namespace) -> int:
+def _revoke(state: Any, args: argparse.Namespace) -> str:
     from frota.provision import fleet
 
-    state = _fleet(args.dir)
-    count = _run(lambda: fleet.revoke(state, args.vehicle))
-    print(f"vehicle {args.vehicle} revoked ({count} key(s) kept in the keyring as revoked); "
-          f"{_apply(state)}")
-    return 0
+    count = fleet.revoke(state, args.vehicle)
+    return (f"vehicle {args.vehicle} revoked ({count} key(s) kept in the keyring as revoked); "
+            f"{_apply(state)}")
 
 
-def _dynsec(args: argparse.Namespace) -> int:
+def _dynsec(state: Any, args: argparse.Namespace) -> str:
     from frota.provision import fleet
 
-    state = _fleet(args.dir)
-    plugin = _run(lambda: fleet.use_dynsec(state, args.dynsec_plugin))
-    print(f"the broker's logins and roles are in {state.dynsec_path} (plugin {plugin}); "
-          f"{_apply(state)}")
-    return 0
+    plugin = fleet.use_dynsec(state, args.dynsec_plugin)
+    return (f"the broker's logins and roles are in {state.dynsec_path} (plugin {plugin}); "
+            f"{_apply(state)}")
 
 
-def _apply_now(args: argparse.Namespace) -> int:
+def _apply_now(state: Any, args: argparse.Namespace) -> str:
     from frota.provision import live
     from protocols.uplink import mask_url
 
-    state = _fleet(args.dir)
-    done = _run(lambda: live.apply(state, args.broker))
-    print(f"the broker at {mask_url(args.broker or state.broker_url)} runs the fleet's logins: "
-          f"{len(done.created)} added ({', '.join(done.created) or 'none'}), "
-          f"{len(done.deleted)} removed ({', '.join(done.deleted) or 'none'}), "
-          f"{len(done.restored)} put back as provisioned ({', '.join(done.restored) or 'none'})")
-    return 0
+    done = live.apply(state, args.broker)
+    return (f"the broker at {mask_url(args.broker or state.broker_url)} runs the fleet's logins: "
+            f"{len(done.created)} added ({', '.join(done.created) or 'none'}), "
+            f"{len(done.deleted)} removed ({', '.join(done.deleted) or 'none'}), "
+            f"{len(done.restored)} put back as provisioned "
+            f"({', '.join(done.restored) or 'none'})")
