@@ -11,16 +11,17 @@ as the agent does; 11:00 to 23:00 local (São Paulo) by default, one local day.
 Each of ``--repeat`` interleaved rounds (median and spread printed):
 
 - **raw rows**: the day's rows stored in a fresh SQLite store (``Store.put``, one transaction,
-  with its chain links) — the baseline of the compaction's speed;
+  each with its chain hash and prev) — the baseline of the compaction's speed;
 - **compaction**: that store's day compacted (``collector/compaction.py``: rows read, encoded,
   written, read back and decoded, rows deleted, in one transaction);
 - **reading**: ``Store.records`` over the day from a store of raw rows, and from the store of the
   compacted day (the decoded-day cache emptied first: a cold read).
 
 Bytes at rest: each store's SQLite file after VACUUM, by table with its indexes (SQLite's dbstat):
-the records (their rows, or the compacted day's row: blob, arrival times, columns) and the chain
-links ``frota verify`` checks them against (rows beside raw rows; folded into the compacted day
-once the live verifier has walked them, which the benchmark's store says it has). Targets: <= 8
+the records (their rows with their chain hashes and prev, or the compacted day's row: blob,
+arrival times, columns) and the chain links ``frota verify`` checks them against (none beside
+raw rows, whose rows carry their hashes; folded into the compacted day once the live verifier
+has walked them, which the benchmark's store says it has). Targets: <= 8
 bytes per record at rest, chain included (goal <= 4).
 """
 
@@ -43,8 +44,6 @@ from collector.store import Store, open_store, record_row
 from protocols.chain import GENESIS, record_hash
 
 AGENT = "9b2f0c4e-0000-4000-8000-000000000001"
-INSERT_LINK = ("INSERT INTO links (vehicle, agent, seq, hash, prev, state, received_ms) "
-               "VALUES (?, ?, ?, ?, ?, 'stored', ?)")
 
 
 def day(seconds: int) -> list[dict[str, object]]:
@@ -58,12 +57,10 @@ def day(seconds: int) -> list[dict[str, object]]:
 
 
 def store_rows(path: Path, recs: list[dict[str, object]]) -> Store:
-    """A fresh store at ``path`` with the day's rows and their links (one transaction)."""
+    """A fresh store at ``path`` with the day's rows, each with its chain hash and prev as the
+    ingest stores them (collector/store_chain.py; one transaction)."""
     store = open_store(str(path))
-    rows = [record_row(r, T0_MS) for r in recs]
-    store.put(rows)
-    store.apply([(INSERT_LINK, [(VEHICLE, AGENT, r["seq"], record_hash(r), r["prev"], T0_MS)
-                                for r in recs])])
+    store.put([record_row(r, T0_MS, record_hash(r), str(r["prev"])) for r in recs])
     # the live verifier has walked the chain (collector/verifier.py): the compaction may fold
     # the day's links into it
     last = recs[-1]
@@ -155,8 +152,9 @@ def main() -> None:
           f"to raw rows {packed_records / raw_records:.4f}; target <= 8: "
           f"{target(packed_records <= 8)}, goal <= 4: {target(packed_records <= 4)}")
     print(f"    + chain links frota verify checks them against: {links:.2f} left beside the "
-          f"compacted day (folded into it), {raw['links'] / count:.2f} beside the raw rows")
-    whole_raw, whole = (raw_records + raw["links"] / count), packed_records + links
+          f"compacted day (folded into it), {raw.get('links', 0) / count:.2f} beside the raw rows "
+          "(whose rows carry their hashes)")
+    whole_raw, whole = (raw_records + raw.get("links", 0) / count), packed_records + links
     print(f"    records and links together: raw {whole_raw:.2f}, compacted {whole:.2f} — ratio "
           f"{whole / whole_raw:.4f}; target <= 8: {target(whole <= 8)}, goal <= 4: "
           f"{target(whole <= 4)}")

@@ -32,11 +32,17 @@ def outside_links(store: Store, vehicle: str, chains: list[dict[str, Any]],
         first, last = int(chain["first_seq"]), int(chain["last_seq"])
         if last - first + 1 == len(have):
             continue
-        rows = store._read(
+        span = (vehicle, agent, first, last)
+        linked = store._read(
             "SELECT l.seq, l.hash, l.prev, l.state, r.ts FROM links l LEFT JOIN records r ON "
             "r.vehicle = l.vehicle AND r.agent = l.agent AND r.seq = l.seq WHERE l.vehicle = ? "
-            "AND l.agent = ? AND l.seq > ? AND l.seq < ? ORDER BY l.seq",
-            (vehicle, agent, first, last))
+            "AND l.agent = ? AND l.seq > ? AND l.seq < ? ORDER BY l.seq", span)
+        # the stored records' own (their hash and prev in their rows, store_chain.py)
+        mine = {int(r[0]) for r in linked}
+        rows = [*linked, *(r for r in store._read(
+            "SELECT seq, hash, prev, 'stored', ts FROM records WHERE vehicle = ? AND agent = ? "
+            "AND seq > ? AND seq < ? AND hash IS NOT NULL ORDER BY seq", span)
+            if int(r[0]) not in mine and int(r[0]) not in have)]
         listed = {int(r[0]) for r in rows}
         packed = _packed(store, vehicle, agent, {
             int(r[0]) for r in rows if r[4] is None and r[3] == "stored" and int(r[0]) not in have}

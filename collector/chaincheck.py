@@ -5,7 +5,8 @@ chain of their own, each signed by the collector (collector/entries.py) — from
 itself is there:
 
 1. each stored record's chain hash is computed again from its JSON; it must equal the hash the
-   collector saw at ingest (``links``): otherwise the record was **altered** in the store;
+   collector saw at ingest (its row's ``hash``, or its ``links`` row: collector/store_chain.py):
+   otherwise the record was **altered** in the store;
 2. seqs run 1, 2, 3, … with nothing **missing** (a seq without a record or a hash-only entry, a
    link that says ``stored`` whose record is gone), and no record was **inserted** (a record the
    ingest never saw);
@@ -146,20 +147,27 @@ def _check_agent(store: Store, keyring: Keyring | None, vehicle: str, agent: str
         )
     }
     records: dict[int, tuple[dict[str, Any] | None, int]] = {}
-    for seq, text, ts_ms in [*store._read(
-        "SELECT seq, record, ts_ms FROM records WHERE vehicle = ? AND agent = ?", (vehicle, agent)
-    ), *packed]:
+    # the hash received for each stored record, kept in its row (migration 019_records_hash)
+    received: dict[int, str] = {}
+    for seq, text, ts_ms, digest in [*store._read(
+        "SELECT seq, record, ts_ms, hash FROM records WHERE vehicle = ? AND agent = ?",
+        (vehicle, agent)
+    ), *((seq, text, ts_ms, None) for seq, text, ts_ms in packed)]:
         try:
             rec = orjson.loads(text)
         except orjson.JSONDecodeError:
             rec = None
         records[int(seq)] = (rec if isinstance(rec, dict) else None, int(ts_ms))
+        if digest is not None:
+            received[int(seq)] = str(digest)
     report.records += len(records)
     # What each seq hashes to and what it says came before it: the record itself where stored.
     chain: dict[int, tuple[str | None, Any]] = {}
     for seq, (rec, ts_ms) in records.items():
         digest = try_hash(rec)
         link = links.get(seq)
+        if link is None and seq in received:
+            link = (received[seq], None, "stored")
         if link is None and seq in folded and digest is not None:
             # a compacted day's folded link: the hash kept for it, else its own (what comes
             # after it in the chain vouches for it: a changed record changes every prev after it)

@@ -14,7 +14,8 @@ back :mod:`collector.store_disc`).
   day's transaction; the job pauses between two days.
 - The day's chain links are folded into its row (:func:`fold`) once the live verifier has
   walked them: the hash of the last record of each unbroken stretch of each agent's chain is
-  kept, the link rows go (they are most of a compacted day's bytes otherwise).
+  kept, the links go (they are most of a compacted day's bytes otherwise). Until then, the
+  hashes the records' rows carried become ``stored`` link rows (collector/store_chain.py).
 - A day with rows and a disc row already (a record that arrived while another collector
   compacted it) is merged: its disc records and its rows, one day again.
 - Operator entries (agent ``operator``, collector/entries.py) are never compacted: a handful a
@@ -40,6 +41,7 @@ from collector.registry import Registry
 from collector.retention import DailyJob, advisory_lease, cutoff_ms, local_day, vehicle_profile
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
 from collector.store import Store
+from collector.store_chain import INSERT_LINK
 from collector.store_disc import INSERT_DAY, DayRow
 from protocols.chain import try_hash
 
@@ -125,11 +127,16 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
     """Compact one vehicle-day (see the module docstring); None when it has no rows. With
     ``stop_kmh``, the row gets the summary the *Disco do dia* reads (collector/disc_summary.py),
     in the same transaction."""
-    rows = [(int(i), str(t), int(r)) for i, t, r in store._read(
-        "SELECT id, record, received_ms FROM records WHERE vehicle = ? AND ts_ms >= ? "
-        f"AND ts_ms < ? AND {_AGENTS} ORDER BY ts_ms, seq, id", (vehicle, start, end))]
-    if not rows:
+    found = store._read(
+        "SELECT id, record, received_ms, agent, seq, hash, prev FROM records WHERE vehicle = ? "
+        f"AND ts_ms >= ? AND ts_ms < ? AND {_AGENTS} ORDER BY ts_ms, seq, id",
+        (vehicle, start, end))
+    if not found:
         return None
+    rows = [(int(i), str(t), int(r)) for i, t, r, _, _, _, _ in found]
+    # the chain hashes the rows carry (store_chain.py): links again if the day does not fold
+    hashed = [(vehicle, str(a), int(q), str(h), p, "stored", int(r))
+              for _, _, r, a, q, h, p in found if h is not None]
     name = day.isoformat()
     existing = [d for d in store_disc.days(store, vehicle, start, end) if d.day == name]
     old = store_disc.day_rows(store, existing[0]) if existing else []
@@ -163,7 +170,8 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
             raise CompactionError(f"{vehicle} {name}: the day does not decode back, left as rows")
         if existing:   # the compacted records' links, if folded, are rows again first
             store_disc.unfold(store, tx, existing[0], old, "stored")
-        fold(store, tx, vehicle, name, texts)
+        if not fold(store, tx, vehicle, name, texts) and hashed:
+            store._executemany(tx, INSERT_LINK, hashed)
         if stop_kmh is not None:
             disc_summary.write(store, tx, vehicle, name, texts, start, end, stop_kmh)
         store._executemany(tx, "DELETE FROM records WHERE id = ?", ids)
@@ -189,10 +197,11 @@ def _gate(store: Store) -> Iterator[Any]:
 
 def fold(store: Store, tx: Any, vehicle: str, day: str, texts: list[str]) -> bool:
     """Fold the day's chain links into its row (migration 016_disc_links) when every record has
-    its link (``stored``, the same hash), the live verifier has walked past the day (its
-    ``chain_state``) and no checkpoint of the day waits for verification: the row keeps the
-    hash of the last record of each unbroken stretch of each agent's chain, the link rows go.
-    Whether it folded."""
+    its hash as received (in its row, or a ``stored`` link: the same hash), the live verifier
+    has walked past the day (its ``chain_state``) and no checkpoint of the day waits for
+    verification: the row keeps the hash of the last record of each unbroken stretch of each
+    agent's chain, the link rows go (with the records' rows). Whether it folded; when not, the
+    caller keeps the hashes of the rows it deletes as ``stored`` links."""
     recs = [orjson.loads(t) for t in texts]
     by_agent: dict[str, dict[int, dict[str, Any]]] = {}
     for rec in recs:
@@ -206,9 +215,13 @@ def fold(store: Store, tx: Any, vehicle: str, day: str, texts: list[str]) -> boo
                                "AND state = 'new' AND seq <= ?", (vehicle, agent, high))
         if not walked or int(walked[0][0]) < high or int(waiting[0][0]):
             return False
-        links = {int(q): (str(h), str(st)) for q, h, st in store._query(
+        # the hash received for each: its row's (being compacted), else its link's
+        links = {int(q): (str(h), "stored") for q, h in store._query(
+            "SELECT seq, hash FROM records WHERE vehicle = ? AND agent = ? AND seq >= ? "
+            "AND seq <= ? AND hash IS NOT NULL", (vehicle, agent, low, high))}
+        links.update((int(q), (str(h), str(st))) for q, h, st in store._query(
             "SELECT seq, hash, state FROM links WHERE vehicle = ? AND agent = ? AND seq >= ? "
-            "AND seq <= ?", (vehicle, agent, low, high))}
+            "AND seq <= ?", (vehicle, agent, low, high)))
         hashes = {seq: try_hash(rec) for seq, rec in mine.items()}
         if any(links.get(seq) != (hashes[seq], "stored") for seq in mine):
             return False

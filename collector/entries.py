@@ -3,8 +3,8 @@
 (the chain of that vehicle's operator entries), and signed by the collector (``docs/trust.md``):
 the one path of ``frota collector enter``, of the pages' *Ocorrências* form and of the demo.
 
-Each entry gets, in the same transaction as the record, a ``links`` row (its chain hash) and a
-checkpoint signed with the collector's key certified by the fleet CA, so ``frota verify`` finds an
+Each entry gets, in the same transaction, its chain hash in its row (as the ingest stores a
+record, collector/store_chain.py) and a checkpoint signed with the collector's key certified by the fleet CA, so ``frota verify`` finds an
 entry edited, deleted or inserted in the store as it does an agent's record. An entry is never
 edited in place: a correction is another entry.
 """
@@ -22,7 +22,7 @@ import orjson
 
 from collector.registry import Registry
 from collector.store import INSERT_RECORD, Store, record_row
-from collector.store_chain import INSERT_CHECKPOINT, INSERT_LINK
+from collector.store_chain import INSERT_CHECKPOINT, received_hash
 from protocols.chain import GENESIS, checkpoint_message, record_hash, try_hash
 from protocols.records import (
     MAX_REASON_CHARS,
@@ -88,9 +88,8 @@ def enter(store: Store, registry: Registry | None, rec: dict[str, Any], received
                           **{k: v for k, v in rec.items() if k not in (*head, "seq", "prev", "by")},
                           "by": by, "prev": prev}
         digest = record_hash(stored)
-        store._executemany(tx, INSERT_RECORD, [record_row(stored, received_ms)])
-        store._executemany(tx, INSERT_LINK, [(vehicle, OPERATOR, seq, digest, prev, "stored",
-                                              received_ms)])
+        # its chain hash and prev in its row, as the ingest stores a record
+        store._executemany(tx, INSERT_RECORD, [record_row(stored, received_ms, digest, prev)])
         if seal is not None:
             sig = seal.sign(checkpoint_message(vehicle, OPERATOR, seq, digest))
             store._executemany(tx, INSERT_CHECKPOINT, [
@@ -160,8 +159,9 @@ def withdrawal_of(store: Store, vehicle: str, seq: int, ts: str) -> Record | Non
 
 
 def _next(store: Store, vehicle: str) -> tuple[int, str]:
-    """The next seq of the vehicle's operator entries and the chain hash of the last one (its
-    link; for an entry stored before entries were chained, the hash of the record itself)."""
+    """The next seq of the vehicle's operator entries and the chain hash of the last one (as
+    received: its row's or its link's; for an entry stored before entries were chained, the
+    hash of the record itself)."""
     rows = store._query(
         "SELECT max(seq) FROM (SELECT seq FROM records WHERE vehicle = ? AND agent = ? "
         "UNION ALL SELECT seq FROM links WHERE vehicle = ? AND agent = ?) AS s",
@@ -169,10 +169,9 @@ def _next(store: Store, vehicle: str) -> tuple[int, str]:
     last = int(rows[0][0] or 0)
     if last == 0:
         return 1, GENESIS
-    link = store._query("SELECT hash FROM links WHERE vehicle = ? AND agent = ? AND seq = ?",
-                        (vehicle, OPERATOR, last))
-    if link:
-        return last + 1, str(link[0][0])
+    link = received_hash(store, vehicle, OPERATOR, last, query=True)
+    if link is not None:
+        return last + 1, link
     text = store._query("SELECT record FROM records WHERE vehicle = ? AND agent = ? AND seq = ?",
                         (vehicle, OPERATOR, last))
     digest = try_hash(orjson.loads(text[0][0])) if text else None

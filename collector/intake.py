@@ -248,7 +248,11 @@ def _prepare(
         try:
             rec = check_record(batch, obj)
             digest = record_hash(rec)
-            row = record_row(rec, received_ms)
+            prev = rec.get("prev")
+            if not is_hash(prev):
+                prev = None
+            # the record's row carries its chain hash and prev (collector/store_chain.py)
+            row = record_row(rec, received_ms, digest, prev)
             if "\\u0000" in row[9] and _NUL.search(row[9]):
                 raise RecordError("a string holds U+0000, which no store keeps")
         except (PayloadError, RecordError, TypeError, ValueError, OverflowError) as err:
@@ -263,12 +267,10 @@ def _prepare(
                     prev = obj.get("prev") if isinstance(obj, dict) else None
                     chain.links.append((seq, kept, prev if is_hash(prev) else None, "rejected"))
             continue
-        assert digest is not None  # record_hash succeeded
         out.rows.append(row)
         seqs.append(rec["seq"])
         hashes[rec["seq"]] = digest
-        prev = rec.get("prev")
-        chain.links.append((rec["seq"], digest, prev if is_hash(prev) else None, "stored"))
+        chain.links.append((rec["seq"], digest, prev, "stored"))
         if last_ts_ms is None or row[4] > last_ts_ms:
             last_ts_ms = row[4]
     by_reason: dict[str, list[int]] = {}

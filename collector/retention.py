@@ -34,6 +34,7 @@ from collector import store_disc
 from collector.registry import Registry
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
 from collector.store import Store
+from collector.store_chain import INSERT_LINK
 from protocols.records import now_ms
 
 log = logging.getLogger(__name__)
@@ -180,12 +181,18 @@ def _prune_vehicle(store: Store, vehicle: str, before_ms: int, batch_rows: int, 
     while True:
         with _gate(store) as tx:
             rows = store._query(
-                f"SELECT id, agent, seq FROM records WHERE vehicle = ? AND ts_ms < ? "
-                f"AND NOT {_HELD} ORDER BY ts_ms LIMIT ?", (vehicle, before_ms, batch_rows))
+                f"SELECT id, agent, seq, hash, prev, received_ms FROM records WHERE vehicle = ? "
+                f"AND ts_ms < ? AND NOT {_HELD} ORDER BY ts_ms LIMIT ?",
+                (vehicle, before_ms, batch_rows))
             if rows:
                 store._executemany(tx, "DELETE FROM records WHERE id = ?",
                                    [(row[0],) for row in rows])
                 # the hash stays in the chain: frota verify counts it as a hash-only entry
+                # (the row's hash as a pruned link; a record's link, if it had one, marked)
+                hashed = [(vehicle, agent, seq, digest, prev, "pruned", received)
+                          for _, agent, seq, digest, prev, received in rows if digest is not None]
+                if hashed:
+                    store._executemany(tx, INSERT_LINK, hashed)
                 store._executemany(
                     tx, "UPDATE links SET state = 'pruned' WHERE vehicle = ? AND agent = ? "
                     "AND seq = ? AND state = 'stored'",

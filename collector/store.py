@@ -52,6 +52,8 @@ RECORD_COLUMNS: Final = (
     "raw",
     "record",
     "received_ms",
+    "hash",
+    "prev",
 )
 REJECT_COLUMNS: Final = (
     "received_ms",
@@ -123,8 +125,11 @@ class VehicleState:
     agent: str | None
 
 
-def record_row(rec: Record, received_ms: int) -> tuple[Any, ...]:
-    """The positional row for ``records`` of a validated record with ``agent`` and ``seq``."""
+def record_row(rec: Record, received_ms: int, digest: str | None = None,
+               prev: str | None = None) -> tuple[Any, ...]:
+    """The positional row for ``records`` of a validated record with ``agent`` and ``seq``;
+    ``digest`` and ``prev``: its chain hash as received and its ``prev`` where that is a hash
+    (collector/store_chain.py), None when not chained."""
     ts_ms = ts_to_ms(rec["ts"])
     return (
         rec["vehicle"],
@@ -139,6 +144,8 @@ def record_row(rec: Record, received_ms: int) -> tuple[Any, ...]:
         # orjson: the same compact JSON as records.dumps (keys in received order), 5x faster
         orjson.dumps(rec).decode(),
         received_ms,
+        digest,
+        prev,
     )
 
 
@@ -180,14 +187,24 @@ class Store(StoreSummaries, ABC):
         of each batch were new. Here one statement per batch; a backend may do all at once."""
         return [self._executemany(tx, sql, rows) if rows else 0 for rows in batches]
 
-    def _link_hashes(self, wanted: Sequence[tuple[str, str, Sequence[int]]]
-                     ) -> list[dict[int, str]]:
-        """Inside the ingest's transaction: for each (vehicle, agent, seqs), the chain hash
-        stored in ``links`` under those seqs (seq -> hash; at least those of ``seqs`` that
-        are there). Here one query each; a backend may do all at once."""
-        return [dict(self._query(
-            "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq BETWEEN ? AND ?",
-            (vehicle, agent, min(seqs), max(seqs)))) for vehicle, agent, seqs in wanted]
+    def _received_hashes(self, wanted: Sequence[tuple[str, str, Sequence[int], bool]]
+                         ) -> list[dict[int, str]]:
+        """Inside the ingest's transaction: for each (vehicle, agent, seqs, records), the chain
+        hash received before under those seqs (seq -> hash; at least those of ``seqs`` that
+        have one): the ``links`` row's, else (``records`` True) the stored record's own
+        (collector/store_chain.py). Here one or two queries each; a backend may do all at
+        once."""
+        out: list[dict[int, str]] = []
+        for vehicle, agent, seqs, records in wanted:
+            span = (vehicle, agent, min(seqs), max(seqs))
+            found: dict[int, str] = dict(self._query(
+                "SELECT seq, hash FROM records WHERE vehicle = ? AND agent = ? AND seq BETWEEN ? "
+                "AND ? AND hash IS NOT NULL", span)) if records else {}
+            found.update(self._query(
+                "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq BETWEEN ? "
+                "AND ?", span))
+            out.append(found)
+        return out
 
     @abstractmethod
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -242,7 +259,7 @@ class Store(StoreSummaries, ABC):
             with self._transaction() as tx:
                 for rows, _, _ in groups:
                     if rows:  # a record of a compacted day reopens it first (store_disc.py)
-                        store_disc.reopen_for(self, tx, rows, int(rows[0][-1]))
+                        store_disc.reopen_for(self, tx, rows, int(rows[0][10]))
                 # Each kind of row of the whole group in one statement where the backend can
                 # (collector/store_pg.py: one round trip each, not one per batch).
                 counts = self._counted_inserts(tx, INSERT_RECORD, [rows for rows, _, _ in groups])

@@ -2,11 +2,18 @@
 
 Tables (named migration ``006_chain``, ``docs/trust.md``):
 
-- ``links`` — one row per (vehicle, agent, seq) the collector has seen from an agent: the record's
-  chain ``hash`` and its ``prev``, and its ``state`` — ``stored`` (in ``records``), ``frame`` (its
-  device frame was already stored under another seq, same content), ``rejected`` (a *hash-only
-  entry*: the record was refused, its hash keeps the chain whole), ``conflict``. The first row for
-  an identity is never replaced.
+- ``records.hash`` (migration ``019_records_hash``) — a stored record's chain hash as received,
+  in its own row (its ``prev`` is in the record): what the verifier walks and ``frota verify``
+  checks the record against. NULL for a record stored before the chain, or turned back into a
+  row from a compacted day (its hash is then a ``links`` row, as below).
+- ``links`` — the *hash-only entries*: one row per (vehicle, agent, seq) the collector has seen
+  from an agent without storing it as a row under that seq: the record's chain ``hash`` and its
+  ``prev``, and its ``state`` — ``frame`` (its device frame was already stored under another
+  seq, same content), ``rejected`` (the record was refused, its hash keeps the chain whole),
+  ``conflict``, ``pruned`` (deleted by the prune, past the retention period), or ``stored``: a
+  stored record whose row went to a compacted day without its link being folded into the day
+  (collector/compaction.py), and every stored record of a store from before ``018``. The first
+  row for an identity is never replaced.
 - ``checkpoints`` — the agents' signed checkpoints, one per (vehicle, agent, seq, key) however
   often a batch is resent; ``state`` ``new``, ``good`` or ``bad``.
 - ``conflicts`` — every record that collided with a stored one (same identity, or same device
@@ -14,6 +21,9 @@ Tables (named migration ``006_chain``, ``docs/trust.md``):
 - ``integrity`` — what the store found: ``conflict``, ``chain_break``, ``bad_signature``, one row
   per (vehicle, agent, seq, cause); they become ``equipment.integrity`` findings.
 - ``chain_state`` — per (vehicle, agent) the seq and hash up to which the chain is verified.
+
+The hash received for a seq (:func:`received_hashes`) is its ``links`` row's when there is one
+(the first seen), else its record's ``hash``.
 """
 
 from __future__ import annotations
@@ -73,20 +83,23 @@ def content(record_json: str) -> dict[str, Any]:
 
 def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
                rows: Sequence[list[tuple[Any, ...]]], news: Sequence[int]) -> None:
-    """Inside the transaction of a group of batches (``None``: a batch without a chain part):
-    their links, the conflicts each batch's records make with what is stored (``rows``: each
-    batch's record rows, ``news``: how many of them were new), their checkpoints. The links of
+    """Inside the transaction of a group of batches (``None``: a batch without a chain part),
+    after their records (each stored one with its hash in its row): their hash-only entries,
+    the conflicts each batch's records make with what is stored (``rows``: each batch's record
+    rows, ``news``: how many of them were new), their checkpoints. The hash-only entries of
     every batch are inserted together, and so are the checkpoints."""
-    links = [[(p.vehicle, p.agent, s, h, prev, st, p.received_ms) for s, h, prev, st in p.links]
-             if p is not None else [] for p in parts]
-    added = store._counted_inserts(tx, INSERT_LINK, links)
-    # Batches with links already there (a resend, a conflict): what is stored under those
-    # identities, for all of them in one go where the backend can.
-    again = [i for i, (p, n) in enumerate(zip(parts, added, strict=True))
-             if p is not None and p.links and n < len(p.links)]
-    stored = store._link_hashes([(p.vehicle, p.agent, [s for s, _, _, _ in p.links])
-                                 for i in again if (p := parts[i]) is not None])
-    known = dict(zip(again, stored, strict=True))
+    entries = [(p.vehicle, p.agent, s, h, prev, st, p.received_ms)
+               for p in parts if p is not None for s, h, prev, st in p.links if st != "stored"]
+    if entries:
+        store._executemany(tx, INSERT_LINK, entries)
+    # What was there under each batch's seqs: the links (hash-only entries, links of records
+    # compacted or stored before 018) always — one look-up on their key per batch, or one for
+    # the group — and the records' hashes where some record was not new (a resend, a conflict).
+    chained = [i for i, p in enumerate(parts) if p is not None and p.links]
+    stored = store._received_hashes([
+        (p.vehicle, p.agent, [s for s, _, _, _ in p.links], news[i] < len(rows[i]))
+        for i in chained if (p := parts[i]) is not None])
+    known = dict(zip(chained, stored, strict=True))
     for i, (part, mine, new) in enumerate(zip(parts, rows, news, strict=True)):
         if part is not None:
             _conflicts(store, tx, part, mine, new, known.get(i, {}))
@@ -98,8 +111,8 @@ def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
 
 def _conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...]], new: int,
                known: dict[int, str]) -> None:
-    """The conflicts a batch's records make with what is stored (``known``: the hash stored
-    under each of its seqs that was there already)."""
+    """The conflicts a batch's records make with what is stored (``known``: the hash received
+    before under each of its seqs that has one)."""
     if known:
         by_seq = {int(row[2]): row for row in rows}
         for seq, digest, _, _ in part.links:
@@ -111,8 +124,9 @@ def _conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...
 
 def _frame_conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...]]) -> None:
     """Rows not inserted although their identity was new: their device frame is stored under
-    another seq. Same content is a duplicate frame; different content a conflict."""
-    hashes = {seq: digest for seq, digest, _, _ in part.links}
+    another seq. Same content is a duplicate frame (a hash-only entry ``frame``); different
+    content a conflict."""
+    links = {seq: (digest, prev) for seq, digest, prev, _ in part.links}
     framed = [row for row in rows if row[7] is not None and int(row[2]) not in part.conflicts]
     if not framed:
         return
@@ -130,12 +144,11 @@ def _frame_conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[An
         if not stored:
             continue
         if content(str(stored[0][0])) == content(text):
-            store._executemany(
-                tx, "UPDATE links SET state = 'frame' WHERE vehicle = ? AND agent = ? AND seq = ?",
-                [(part.vehicle, part.agent, seq)],
-            )
-        elif seq in hashes:
-            _conflict(store, tx, part, seq, hashes[seq], "frame", row)
+            if seq in links:
+                store._executemany(tx, INSERT_LINK, [
+                    (part.vehicle, part.agent, seq, *links[seq], "frame", part.received_ms)])
+        elif seq in links:
+            _conflict(store, tx, part, seq, links[seq][0], "frame", row)
 
 
 def _conflict(
@@ -154,9 +167,37 @@ def _conflict(
         [(part.vehicle, part.agent, seq, "conflict", f"{what}: both kept, the first unchanged",
           ts_ms, part.received_ms)],
     )
-    if cause == "frame":
-        store._executemany(
-            tx, "UPDATE links SET state = 'conflict' WHERE vehicle = ? AND agent = ? AND seq = ?",
-            [(part.vehicle, part.agent, seq)],
-        )
+    if cause == "frame":  # not stored under its seq: its hash-only entry
+        prev = next((p for s, _, p, _ in part.links if s == seq), None)
+        store._executemany(tx, INSERT_LINK, [
+            (part.vehicle, part.agent, seq, digest, prev, "conflict", part.received_ms)])
     part.conflicts.append(seq)
+
+
+def received_hash(store: Store, vehicle: str, agent: str, seq: int,
+                  query: bool = False) -> str | None:
+    """The chain hash received for (vehicle, agent, seq): its ``links`` row's, else its stored
+    record's; None when neither has one (``query``: on the writer's connection, inside its
+    transaction)."""
+    read = store._query if query else store._read
+    link = read("SELECT hash FROM links WHERE vehicle = ? AND agent = ? AND seq = ?",
+                (vehicle, agent, seq))
+    if link:
+        return str(link[0][0])
+    row = read("SELECT hash FROM records WHERE vehicle = ? AND agent = ? AND seq = ? "
+               "AND hash IS NOT NULL", (vehicle, agent, seq))
+    return str(row[0][0]) if row else None
+
+
+def received_hashes(store: Store, vehicle: str, agent: str, low: int, high: int,
+                    query: bool = False) -> dict[int, str]:
+    """:func:`received_hash` of every seq from ``low`` to ``high`` that has one."""
+    read = store._query if query else store._read
+    span = (vehicle, agent, low, high)
+    found = {int(q): str(h) for q, h in read(
+        "SELECT seq, hash FROM records WHERE vehicle = ? AND agent = ? AND seq >= ? AND seq <= ? "
+        "AND hash IS NOT NULL", span)}
+    found.update((int(q), str(h)) for q, h in read(
+        "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq >= ? AND seq <= ?",
+        span))
+    return found

@@ -78,8 +78,11 @@ class DayRow:
     def row(self, vehicle: str, rec: dict[str, Any] | None = None) -> tuple[Any, ...]:
         """The row of ``records`` (``collector.store.RECORD_COLUMNS`` order) it was."""
         rec = rec if rec is not None else orjson.loads(self.text)
+        # no hash nor prev in the row: a compacted record's received hash is its link's (kept,
+        # or given back by unfold before the row is), collector/store_chain.py
         return (vehicle, self.agent, self.seq, rec["ts"], self.ts_ms, self.kind,
-                self.device_seq, device_key(rec, self.ts_ms), None, self.text, self.received_ms)
+                self.device_seq, device_key(rec, self.ts_ms), None, self.text, self.received_ms,
+                None, None)
 
 
 def pack_received(values: Sequence[int]) -> bytes:
@@ -306,7 +309,7 @@ def check_stretch(store: Store, tx: Any, vehicle: str, rows: Sequence[DayRow],
     its chain: a record changed anywhere before it changes every ``prev`` up to it), and its
     ``prev`` the hash of the record (link) before it; what fails becomes an ``integrity`` row
     (``chain_break``), as the live verifier writes. How many failed."""
-    from collector.store_chain import INSERT_INTEGRITY
+    from collector.store_chain import INSERT_INTEGRITY, received_hashes
 
     by_agent: dict[str, list[DayRow]] = {}
     for row in rows:
@@ -314,9 +317,7 @@ def check_stretch(store: Store, tx: Any, vehicle: str, rows: Sequence[DayRow],
     problems: list[tuple[Any, ...]] = []
     for agent, mine in by_agent.items():
         seqs = [r.seq for r in mine]
-        links = {int(s): str(h) for s, h in store._query(
-            "SELECT seq, hash FROM links WHERE vehicle = ? AND agent = ? AND seq >= ? "
-            "AND seq <= ?", (vehicle, agent, min(seqs) - 1, max(seqs)))}
+        links = received_hashes(store, vehicle, agent, min(seqs) - 1, max(seqs), query=True)
         if folded is not None:
             links.update(folded.get(agent, {}))
         for row in mine:

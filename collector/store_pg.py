@@ -35,10 +35,11 @@ def _unnest(sql: str, types: Sequence[str]) -> bytes:
     return f"{head} SELECT * FROM unnest({arrays}){tail}".encode()
 
 
-#: The hot path's inserts (every record and its chain link) as one statement per batch.
+#: The hot path's inserts (every record, hash-only chain entries) as one statement per batch.
 _BULK: Final[dict[str, bytes]] = {
     INSERT_RECORD: _unnest(INSERT_RECORD, ("text", "text", "bigint", "text", "bigint", "text",
-                                           "bigint", "text", "text", "text", "bigint")),
+                                           "bigint", "text", "text", "text", "bigint", "text",
+                                           "text")),
     INSERT_LINK: _unnest(INSERT_LINK, ("text", "text", "bigint", "text", "text", "text",
                                        "bigint")),
 }
@@ -149,19 +150,22 @@ class PostgresStore(Store):
             counts.append(new)
         return counts
 
-    def _link_hashes(self, wanted: Sequence[tuple[str, str, Sequence[int]]]
-                     ) -> list[dict[int, str]]:
-        """Every batch's stored link hashes in ONE query (identities unnested and joined): a
-        group of resent batches costs one round trip, not one per batch."""
-        keys = [(i, vehicle, agent, seq) for i, (vehicle, agent, seqs) in enumerate(wanted)
-                for seq in seqs]
+    def _received_hashes(self, wanted: Sequence[tuple[str, str, Sequence[int], bool]]
+                         ) -> list[dict[int, str]]:
+        """Every batch's received hashes in ONE query (identities unnested and joined to the
+        links and, where asked, the records): a group of batches costs one round trip, not
+        one per batch."""
+        keys = [(i, vehicle, agent, seq, records)
+                for i, (vehicle, agent, seqs, records) in enumerate(wanted) for seq in seqs]
         out: list[dict[int, str]] = [{} for _ in wanted]
         if not keys:
             return out
         rows = self._query_bytes(
-            b"SELECT u.i, l.seq, l.hash FROM unnest(%b::bigint[], %b::text[], %b::text[], "
-            b"%b::bigint[]) AS u(i, vehicle, agent, seq) JOIN links l "
-            b"ON l.vehicle = u.vehicle AND l.agent = u.agent AND l.seq = u.seq",
+            b"SELECT u.i, u.seq, coalesce(l.hash, r.hash) FROM unnest(%b::bigint[], %b::text[], "
+            b"%b::text[], %b::bigint[], %b::boolean[]) AS u(i, vehicle, agent, seq, rec) "
+            b"LEFT JOIN links l ON l.vehicle = u.vehicle AND l.agent = u.agent AND l.seq = u.seq "
+            b"LEFT JOIN records r ON u.rec AND r.vehicle = u.vehicle AND r.agent = u.agent "
+            b"AND r.seq = u.seq WHERE coalesce(l.hash, r.hash) IS NOT NULL",
             [list(column) for column in zip(*keys, strict=True)])
         for i, seq, digest in rows:
             out[int(i)][int(seq)] = str(digest)

@@ -422,4 +422,39 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             )),
         ),
     ),
+    Migration(
+        # A stored record's chain hash and prev in its own row (collector/store_chain.py,
+        # docs/trust.md; prev also in the record, a column so the verifier reads no JSON):
+        # ``links`` keeps only the hash-only entries (rejected, frame, conflict, pruned) and the
+        # records whose rows are gone to a compacted day not folded; writing a link row for
+        # every record stored was a third of what the chain cost the ingest (bench.chain). The
+        # hash of every link of a stored record moves into its row (whatever the link's state:
+        # a record refused, then accepted, keeps the hash of both), and the link goes when it
+        # said ``stored`` with that very hash; a link whose record is gone, or whose hash is
+        # not the one in the row, stays (frota verify reports it as before).
+        "019_records_hash",
+        per_dialect=(
+            ("sqlite", """
+                ALTER TABLE records ADD COLUMN hash TEXT;
+                ALTER TABLE records ADD COLUMN prev TEXT;
+                UPDATE records SET (hash, prev) = (SELECT l.hash, l.prev FROM links l WHERE
+                    l.vehicle = records.vehicle AND l.agent = records.agent AND
+                    l.seq = records.seq)
+                    WHERE EXISTS (SELECT 1 FROM links l WHERE l.vehicle = records.vehicle AND
+                    l.agent = records.agent AND l.seq = records.seq);
+                DELETE FROM links WHERE state = 'stored' AND EXISTS (SELECT 1 FROM records r
+                    WHERE r.vehicle = links.vehicle AND r.agent = links.agent AND
+                    r.seq = links.seq AND r.hash = links.hash)
+                """),
+            ("postgresql", """
+                ALTER TABLE records ADD COLUMN hash TEXT;
+                ALTER TABLE records ADD COLUMN prev TEXT;
+                UPDATE records r SET hash = l.hash, prev = l.prev FROM links l WHERE
+                    l.vehicle = r.vehicle AND l.agent = r.agent AND l.seq = r.seq;
+                DELETE FROM links l USING records r WHERE l.state = 'stored' AND
+                    r.vehicle = l.vehicle AND r.agent = l.agent AND r.seq = l.seq AND
+                    r.hash = l.hash
+                """),
+        ),
+    ),
 )

@@ -1,7 +1,8 @@
 """The collector's live check of the agents' chains and checkpoints (``docs/trust.md``).
 
-A background thread, every ``interval_s``: for each agent, the links received since the last
-pass are walked as far as they are contiguous (live records run ahead of a backlog, so a stretch
+A background thread, every ``interval_s``: for each agent, the chain received since the last
+pass (the stored records' hashes and ``prev`` in their rows, the hash-only entries of ``links``,
+collector/store_chain.py) is walked as far as they are contiguous (live records run ahead of a backlog, so a stretch
 is verified once the seqs before it have arrived): each ``prev`` must be the hash of the record
 before it. Each new checkpoint is verified against the keyring (a key certified for the vehicle,
 valid when the checkpoint was received) and against the hash of the record at its seq once that
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from collector.store import Store
-from collector.store_chain import INSERT_INTEGRITY
+from collector.store_chain import INSERT_INTEGRITY, received_hash
 from protocols.chain import GENESIS, Checkpoint, checkpoint_valid
 from protocols.identity import IdentityError, load_cert_file
 from protocols.keyring import Keyring, load_keyring
@@ -90,18 +91,15 @@ class ChainVerifier:
             if int(top) <= seq:
                 continue
             start = seq
-            for link_seq, digest, prev in read(
-                "SELECT seq, hash, prev FROM links WHERE vehicle = ? AND agent = ? AND seq > ? "
-                "ORDER BY seq LIMIT ?", (vehicle, agent, seq, PAGE)
-            ):
-                if int(link_seq) != seq + 1:
+            for link_seq, digest, prev in self._page(vehicle, agent, seq):
+                if link_seq != seq + 1:
                     break  # not contiguous yet: the rest waits for the seqs before it
                 if prev != expected:
-                    events.append((vehicle, agent, int(link_seq), "chain_break",
+                    events.append((vehicle, agent, link_seq, "chain_break",
                                    "prev is not the hash of the record before it", None, now))
-                seq, expected = int(link_seq), str(digest)
+                seq, expected = link_seq, digest
             if seq != start:
-                cursors.append((vehicle, agent, seq, expected))
+                cursors.append((vehicle, agent, seq, str(expected)))
         checked: list[tuple[Any, ...]] = []
         for vehicle, agent, seq, digest, kid, sig, received in read(
             "SELECT vehicle, agent, seq, hash, key, sig, received_ms FROM checkpoints "
@@ -123,21 +121,50 @@ class ChainVerifier:
             log.warning("integrity: %s agent %s seq %s: %s (%s)", *event[:5])
         return len(events)
 
+    def _page(self, vehicle: str, agent: str, after: int) -> list[tuple[Any, ...]]:
+        """The next (seq, hash, prev) of the agent's chain after ``after``, in seq order, up to
+        :data:`PAGE` of them: the stored records' own (``records.hash``, ``prev``) and the
+        hash-only entries of ``links`` (a link wins where a seq has both: the first seen)."""
+        read = self.store._read
+        params = (vehicle, agent, after, PAGE)
+        rows = read("SELECT seq, hash, prev FROM records WHERE vehicle = ? AND agent = ? "
+                    "AND seq > ? AND hash IS NOT NULL ORDER BY seq LIMIT ?", params)
+        links = read("SELECT seq, hash, prev FROM links WHERE vehicle = ? AND agent = ? "
+                     "AND seq > ? ORDER BY seq LIMIT ?", params)
+        if not links:
+            return rows  # both backends give seq as an int and hash as a str
+        merged = {int(q): (str(h), p) for q, h, p in rows}
+        merged.update((int(q), (str(h), p)) for q, h, p in links)
+        # a full page of either ends what is known: past its last seq the other may run ahead
+        end = min([int(page[-1][0]) for page in (rows, links) if len(page) == PAGE],
+                  default=None)
+        return [(q, h, p) for q, (h, p) in sorted(merged.items()) if end is None or q <= end]
+
     def _agents(self) -> list[tuple[str, str, int]]:
-        """Every (vehicle, agent) of ``links`` with its highest seq, by a loose index scan: two
-        seeks on the links' key per agent (its highest seq, then the next agent after it), so a
-        pass costs the number of agents, not of links (``GROUP BY vehicle, agent`` read every
-        link: 1.5 s a pass for 2 million of them, every ``interval_s``)."""
+        """Every (vehicle, agent) of the chain (stored records and hash-only entries) with its
+        highest seq."""
+        tops: dict[tuple[str, str], int] = {}
+        for table in ("records", "links"):
+            for vehicle, agent, top in self._agents_of(table):
+                tops[(vehicle, agent)] = max(top, tops.get((vehicle, agent), top))
+        return [(vehicle, agent, top) for (vehicle, agent), top in sorted(tops.items())]
+
+    def _agents_of(self, table: str) -> list[tuple[str, str, int]]:
+        """Every (vehicle, agent) of ``table`` (``records`` or ``links``, each keyed on
+        (vehicle, agent, seq)) with its highest seq, by a loose index scan: two seeks on the
+        key per agent (its highest seq, then the next agent after it), so a pass costs the
+        number of agents, not of rows (``GROUP BY vehicle, agent`` read every link: 1.5 s a
+        pass for 2 million of them, every ``interval_s``)."""
         read = self.store._read
         out: list[tuple[str, str, int]] = []
-        first = read("SELECT vehicle, agent FROM links ORDER BY vehicle, agent, seq LIMIT 1")
+        first = read(f"SELECT vehicle, agent FROM {table} ORDER BY vehicle, agent, seq LIMIT 1")
         while first:
             vehicle, agent = str(first[0][0]), str(first[0][1])
-            top = int(read("SELECT max(seq) FROM links WHERE vehicle = ? AND agent = ?",
+            top = int(read(f"SELECT max(seq) FROM {table} WHERE vehicle = ? AND agent = ?",
                            (vehicle, agent))[0][0])
             out.append((vehicle, agent, top))
-            first = read("SELECT vehicle, agent FROM links WHERE (vehicle, agent, seq) > (?, ?, ?) "
-                         "ORDER BY vehicle, agent, seq LIMIT 1", (vehicle, agent, top))
+            first = read(f"SELECT vehicle, agent FROM {table} WHERE (vehicle, agent, seq) > "
+                         "(?, ?, ?) ORDER BY vehicle, agent, seq LIMIT 1", (vehicle, agent, top))
         return out
 
     def _checkpoint(self, vehicle: str, agent: str, cp: Checkpoint, received_ms: int,
@@ -150,13 +177,10 @@ class ChainVerifier:
                            "checkpoint not signed by a key certified for this vehicle (or, for operator "
                            "entries, for a collector)", None, now))
             return "bad"
-        link = self.store._read(
-            "SELECT hash FROM links WHERE vehicle = ? AND agent = ? AND seq = ?",
-            (vehicle, agent, cp.seq),
-        )
-        if not link:
+        link = received_hash(self.store, vehicle, agent, cp.seq)
+        if link is None:
             return None  # its record has not arrived yet
-        if link[0][0] != cp.hash:
+        if link != cp.hash:
             events.append((vehicle, agent, cp.seq, "chain_break",
                            "signed checkpoint names another record than the one stored", None, now))
             return "bad"

@@ -358,8 +358,11 @@ def test_links_fold_into_a_compacted_day_and_still_verify(store: Store, tmp_path
     outside = outside_links(store, BUS, chains, present)
     _verified(store, tmp_path)
     _compact(store)
-    # the 32 compacted records' links are folded into their days; the 40 others stay rows
-    assert store._read("SELECT count(*) FROM links")[0][0] == 2 * INSTANTS - 32
+    # the 32 compacted records' links are folded into their days; the 40 others are rows that
+    # carry their hashes (migration 019_records_hash): no link row at all
+    assert store._read("SELECT count(*) FROM links")[0][0] == 0
+    assert store._read("SELECT count(*) FROM records WHERE hash IS NOT NULL")[0][0] == \
+        2 * INSTANTS - 32
     assert store._read("SELECT count(*) FROM disc_days WHERE links IS NOT NULL")[0][0] == 2
     assert check_store(store, keyring).problems == []
     assert outside_links(store, BUS, chains, present) == outside
@@ -382,10 +385,12 @@ def test_links_fold_into_a_compacted_day_and_still_verify(store: Store, tmp_path
         forged[i]["prev"] = record_hash(forged[i - 1])
     assert put_day(forged) == {(16, "altered"), (17, "chain_break")}
     store.apply([("UPDATE disc_days SET blob = ? WHERE day = ?", [(encode_day(texts), day.day)])])
-    # a late record reopens 28 November: its links are rows again, the chain still verifies
+    # a late record reopens 28 November: its 16 records' links are rows again (beside their
+    # records, as rows without a hash), the chain still verifies
     _ingest(store, _late(len(records) + 1, record_hash(records[-1]), "2026-11-28T15:00:01.000Z"),
             key)
-    assert store._read("SELECT count(*) FROM links")[0][0] == 2 * INSTANTS - 16 + 1
+    assert store._read("SELECT count(*) FROM links WHERE state = 'stored'")[0][0] == 16
+    assert store._read("SELECT count(*) FROM records WHERE hash IS NULL")[0][0] == 16
     assert check_store(store, keyring).problems == []
     # prune past the minimum: the folded day's links come back as hash-only entries
     profiles = load_profiles()

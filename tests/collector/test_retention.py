@@ -60,14 +60,16 @@ def _rec(vehicle: str, seq: int, ts: str) -> dict[str, Any]:
 
 @pytest.fixture
 def store(store_url: str) -> Iterator[Store]:
-    """The store with the SP and TO buses' records, each with a stored chain link."""
+    """The store with the SP and TO buses' records, each with its chain hash in its row (as the
+    ingest stores them; the SP bus's) or a stored chain link (a store from before 018; the TO
+    bus's)."""
     opened = open_store(store_url)
-    rows = [record_row(_rec(SP_BUS, s, ts), NOW) for s, ts, _, _ in SP_RECORDS]
-    rows += [record_row(_rec(TO_BUS, s, ts), NOW) for s, ts, _ in TO_RECORDS]
-    opened.put(rows)
+    rows = [record_row(_rec(SP_BUS, s, ts), NOW, "h", None) for s, ts, _, _ in SP_RECORDS]
+    old = [record_row(_rec(TO_BUS, s, ts), NOW) for s, ts, _ in TO_RECORDS]
+    opened.put(rows + old)
     opened.apply([("INSERT INTO links (vehicle, agent, seq, hash, prev, state, received_ms) "
                    "VALUES (?, 'a1', ?, 'h', NULL, 'stored', 0)",
-                   [(row[0], row[2]) for row in rows])])
+                   [(row[0], row[2]) for row in old])])
     try:
         yield opened
     finally:
@@ -102,6 +104,16 @@ def test_a_30_day_keeping_period_under_sp_is_refused_with_the_article() -> None:
     retention.check_keep_days(365, None, load_profiles())  # the minimum itself is fine
 
 
+def _chain_states(store: Store) -> dict[tuple[str, int], str]:
+    """What the chain holds for each (vehicle, seq): its link's state, or ``stored`` for a
+    record whose row carries its hash (collector/store_chain.py)."""
+    states = {(str(v), int(s)): "stored" for v, s in store._read(
+        "SELECT vehicle, seq FROM records WHERE hash IS NOT NULL")}
+    states.update(((str(v), int(s)), str(st)) for v, s, st in store._read(
+        "SELECT vehicle, seq, state FROM links"))
+    return states
+
+
 def test_prune_keeps_the_minimum_by_whole_local_days(store: Store,
                                                      fleet: registry.Registry) -> None:
     done = retention.prune(store, fleet, load_profiles(), None, now_ms=NOW, batch_rows=2)
@@ -111,8 +123,7 @@ def test_prune_keeps_the_minimum_by_whole_local_days(store: Store,
     assert (by[SP_BUS].deleted, by[SP_BUS].before_ms) == (4, ts_to_ms("2025-12-01T03:00:00Z"))
     assert (by[TO_BUS].deleted, by[TO_BUS].before_ms) == (1, ts_to_ms("2026-09-02T03:00:00Z"))
     # the chain keeps the pruned records' hashes
-    states = {(v, int(s)): st for v, s, st in store._read(
-        "SELECT vehicle, seq, state FROM links")}
+    states = _chain_states(store)
     assert [states[(SP_BUS, s)] for s, _, _, _ in SP_RECORDS] == [
         "pruned", "pruned", "pruned", "pruned", "stored", "stored", "stored"]
     logged = store._read("SELECT vehicle, deleted FROM prunes ORDER BY vehicle")
@@ -309,8 +320,7 @@ def test_prune_of_compacted_days_keeps_the_same_records(store: Store,
     assert _seqs(store, TO_BUS) == [s for s, _, kept in TO_RECORDS if kept]
     assert {p.vehicle: p.deleted for p in pruned} == {SP_BUS: 4, TO_BUS: 1}
     assert [d.day for d in store_disc.days(store, SP_BUS)] == ["2025-12-01", "2025-12-02"]
-    states = {(v, int(s)): st for v, s, st in store._read(
-        "SELECT vehicle, seq, state FROM links")}
+    states = _chain_states(store)
     assert [states[(SP_BUS, s)] for s, _, _, _ in SP_RECORDS] == [
         "pruned", "pruned", "pruned", "pruned", "stored", "stored", "stored"]
 

@@ -19,7 +19,7 @@ from tests.pages.fleet import AS_OF, _render, write_registry
 def chained_store(folder: Path) -> tuple[Path, Path]:
     """``sp-clean`` (FRT1A01, 2026-03-02) as one agent's chain (agent ``a1``, seq 1.., prev as
     docs/trust.md says) — seq 101 a record of the day before, as a registrador catch-up gives —
-    with its links as the ingest writes them, and two operator entries chained by the collector's entry path, in a SQLite
+    with its chain hashes as the ingest writes them, and two operator entries chained by the collector's entry path, in a SQLite
     store; (database, registry)."""
     registry = write_registry(folder)
     records = _render("sp-clean", folder / "clean.jsonl")
@@ -28,19 +28,16 @@ def chained_store(folder: Path) -> tuple[Path, Path]:
     records.insert(100, {"vehicle": "FRT1A01", "ts": "2026-03-01T12:00:00.000Z", "kind": "device",
                          "device": "gps", "status": "ok"})
     prev = GENESIS
-    rows, links = [], []
+    rows = []
     for seq, rec in enumerate(records, start=1):
         chained = {**rec, "agent": "a1", "seq": seq, "prev": prev}
         digest = record_hash(chained)
-        links.append(("FRT1A01", "a1", seq, digest, prev, "stored", AS_OF))  # as the ingest does
+        rows.append(record_row(chained, AS_OF, digest, prev))  # its hash in its row, as the ingest
         prev = digest
-        rows.append(record_row(chained, AS_OF))
     db = folder / "collector.db"
     store = open_store(str(db))
     try:
         store.put(rows, (), [("FRT1A01", ts_to_ms(str(records[-1]["ts"])), AS_OF, "a1")])
-        store.apply([("INSERT INTO links (vehicle, agent, seq, hash, prev, state, received_ms) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)", links)])
         # two operator entries that day: the collector's own chain (agent "operator", seq 1-2)
         for hour in ("15", "16"):
             enter(store, None, {"vehicle": "FRT1A01", "ts": f"2026-03-02T{hour}:00:00Z",
