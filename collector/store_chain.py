@@ -12,7 +12,7 @@ Tables (named migration ``006_chain``, ``docs/trust.md``):
   seq, same content), ``rejected`` (the record was refused, its hash keeps the chain whole),
   ``conflict``, ``pruned`` (deleted by the prune, past the retention period), or ``stored``: a
   stored record whose row went to a compacted day without its link being folded into the day
-  (collector/compaction.py), and every stored record of a store from before ``018``. The first
+  (collector/compaction.py), and every stored record of a store from before ``019``. The first
   row for an identity is never replaced.
 - ``checkpoints`` — the agents' signed checkpoints, one per (vehicle, agent, seq, key) however
   often a batch is resent; ``state`` ``new``, ``good`` or ``bad``.
@@ -93,7 +93,7 @@ def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
     if entries:
         store._executemany(tx, INSERT_LINK, entries)
     # What was there under each batch's seqs: the links (hash-only entries, links of records
-    # compacted or stored before 018) always — one look-up on their key per batch, or one for
+    # compacted or stored before 019) always — one look-up on their key per batch, or one for
     # the group — and the records' hashes where some record was not new (a resend, a conflict).
     chained = [i for i, p in enumerate(parts) if p is not None and p.links]
     stored = store._received_hashes([

@@ -25,7 +25,7 @@ import pytest
 
 from collector import holds, registry, retention
 from collector.rules.profile import load_profiles
-from collector.store import Store, StoreError, open_store, record_row
+from collector.store import RECORD_COLUMNS, Store, StoreError, open_store, record_row
 from frota.cli import main
 from protocols.records import ts_to_ms
 
@@ -195,13 +195,17 @@ def test_a_store_from_before_the_compaction_refusal_text_says_it_after(
     import collector.store_sqlite
     from collector.store_schema import MIGRATIONS
 
-    assert MIGRATIONS[-1].name == "018_refusal_text"  # (a newer migration: move this test on)
+    before = [m.name for m in MIGRATIONS].index("018_refusal_text")
     for module in (collector.store_sqlite, collector.store_pg):
-        monkeypatch.setattr(module, "MIGRATIONS", MIGRATIONS[:-1])
+        monkeypatch.setattr(module, "MIGRATIONS", MIGRATIONS[:before])
     delete = [("DELETE FROM records WHERE seq = ?", [(1,)])]
     older = open_store(store_url)
     try:
-        older.put([record_row(_rec(SP_BUS, 1, "2026-11-30T15:00:00Z"), NOW)], [])
+        # the columns records had then (019_records_hash added hash and prev)
+        columns = RECORD_COLUMNS[:11]
+        older.apply([(f"INSERT INTO records ({', '.join(columns)}) VALUES "
+                      f"({', '.join('?' * len(columns))})",
+                      [record_row(_rec(SP_BUS, 1, "2026-11-30T15:00:00Z"), NOW)[:11]])])
         with pytest.raises(StoreError, match=r"prune, past the retention period \(Decreto"):
             older.apply(delete)
     finally:
