@@ -12,18 +12,13 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-
-from collector.partitions import PartitionedEngine
-from collector.registry import RegistryError
-from collector.registry import load as load_registry
-from collector.rules.engine import LateRecordError
-from collector.rules.intake import parse_line
-from collector.rules.profile import Profile, ProfileError, builtin_names, load_profiles
 from frota.errors import UserError
-from protocols.records import RecordError, dumps, ts_to_ms
+
+if TYPE_CHECKING:  # the engine's modules are imported when the command runs, not by ``frota``
+    from collector.partitions import PartitionedEngine
+    from collector.rules.profile import Profile
 
 FLUSH_EVERY = 8192
 
@@ -62,6 +57,8 @@ def _warn(message: str) -> None:
 
 def resolve_profiles(value: str) -> tuple[dict[str, Profile], str]:
     """``--profile``: a built-in name, or a path to an operator's copy (→ profiles, default name)."""
+    from collector.rules.profile import ProfileError, builtin_names, load_profiles
+
     try:
         names = builtin_names()
         if value in names:
@@ -85,6 +82,11 @@ def _feed(engine: PartitionedEngine, path: Path, as_of: int | None, *, stream: b
           warned: set[str]) -> None:
     """Read, validate and queue every record of the file (flushing as it goes if ``stream``);
     warn once per vehicle missing from the registry (``warned``: those already warned of)."""
+    import orjson
+
+    from collector.rules.intake import parse_line
+    from protocols.records import RecordError
+
     lines = engine.registry.lines
     vehicles = engine.registry.vehicles
     checked: set[str] = set()
@@ -124,6 +126,12 @@ def _feed(engine: PartitionedEngine, path: Path, as_of: int | None, *, stream: b
 def check(registry_path: str, profile: str, records_path: Path,
           as_of_ts: str | None) -> list[dict[str, Any]]:
     """The findings for a records file (see the module's docstring)."""
+    from collector.partitions import PartitionedEngine
+    from collector.registry import RegistryError
+    from collector.registry import load as load_registry
+    from collector.rules.engine import LateRecordError
+    from protocols.records import RecordError, ts_to_ms
+
     profiles, default = resolve_profiles(profile)
     try:
         registry = load_registry(registry_path, profiles)
@@ -148,6 +156,8 @@ def check(registry_path: str, profile: str, records_path: Path,
 
 def run(args: argparse.Namespace) -> int:
     """Check the records and print the findings."""
+    from protocols.records import dumps
+
     if args.file is not None:
         found = check(args.registry, args.profile, Path(args.file), args.as_of)
     else:
