@@ -42,7 +42,16 @@ from agent.buffer_rows import Timed, build_rows, hash_hex
 from agent.diskroom import release_reserve, reserve_path
 from agent.schema import MIGRATIONS as MIGRATIONS  # re-exported: the tests check the names
 from agent.schema import migrate, transaction
-from agent.upload_states import mark_answers, replay
+from agent.upload_states import (
+    HELD,
+    count_states,
+    mark_answers,
+    not_stored,
+    pending_between,
+    pending_rows,
+    replay,
+    stored_first,
+)
 from protocols.chain import GENESIS, record_hash
 from protocols.records import Record, RecordError, ts_to_ms
 
@@ -184,31 +193,25 @@ class Buffer:
         Records the collector has not stored (pending, rejected) are never deleted.
         """
         with self._failing("evict from"), transaction(self.conn):
+            seqs = stored_first(self.conn, limit)
+            if not seqs:
+                return 0
+            # The oldest stored seqs, in order: those between the first and the last of them
+            # that are not stored (rejected, conflicts) stay.
             deleted = self.conn.execute(
-                "DELETE FROM records WHERE seq IN (SELECT seq FROM records "
-                "WHERE state = 1 ORDER BY seq LIMIT ?)",
-                (limit,),
+                "DELETE FROM records WHERE seq BETWEEN ? AND ? AND state < 2 AND "
+                + HELD.format(seq="records.seq"),
+                (seqs[0], seqs[-1]),
             ).rowcount
         return int(deleted)
 
     def pending(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str]]:
         """Pending records with ``after < seq [<= upto]``, oldest first: (seq, JSON body)."""
-        if upto is None:
-            rows = self.conn.execute(
-                "SELECT seq, body FROM records WHERE state = 0 AND seq > ? ORDER BY seq LIMIT ?",
-                (after, limit),
-            ).fetchall()
-        else:
-            rows = self.conn.execute(
-                "SELECT seq, body FROM records WHERE state = 0 AND seq > ? AND seq <= ? "
-                "ORDER BY seq LIMIT ?",
-                (after, upto, limit),
-            ).fetchall()
-        return [(int(s), str(b)) for s, b in rows]
+        return pending_rows(self.conn, after, limit, upto)
 
     def pending_of(self, seqs: Iterable[int]) -> list[tuple[int, str]]:
         """Those of ``seqs`` still pending, oldest first: (seq, JSON body)."""
-        wanted = sorted(set(seqs))
+        wanted = sorted(not_stored(self.conn, seqs))
         out: list[tuple[int, str]] = []
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
@@ -273,10 +276,7 @@ class Buffer:
 
     def pending_in(self, first: int, last: int) -> int:
         """How many records in seq ``first``..``last`` are pending."""
-        (count,) = self.conn.execute(
-            "SELECT COUNT(*) FROM records WHERE state = 0 AND seq BETWEEN ? AND ?", (first, last)
-        ).fetchone()
-        return int(count)
+        return pending_between(self.conn, first, last)
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database and start it over (its file's room is then reused)."""
@@ -329,22 +329,21 @@ class Buffer:
         # Not marked ``full`` (unlike the other writes), as before.
         with self._failing("write to", full=False), transaction(self.conn):
             deleted = self.conn.execute(
-                "DELETE FROM records WHERE seq IN (SELECT seq FROM records "
-                "WHERE ts_ms < ? AND state = 1 LIMIT ?)",
+                "DELETE FROM records WHERE seq IN (SELECT r.seq FROM records r "
+                "WHERE r.ts_ms < ? AND r.state < 2 AND " + HELD.format(seq="r.seq")
+                + " LIMIT ?)",
                 (before_ms, limit),
             ).rowcount
         return int(deleted)
 
     def pending_count(self) -> int:
-        """Records not yet answered by the collector (the backlog; cheap: a partial index)."""
-        (count,) = self.conn.execute("SELECT COUNT(*) FROM records WHERE state = 0").fetchone()
-        return int(count)
+        """Records not yet answered by the collector (the backlog: the records after the
+        stored ranges, and the few between them)."""
+        return pending_between(self.conn, 1, MAX_REPLAY_SEQ)
 
     def counts(self) -> Counts:
         """Records per upload state and the last seq."""
-        by_state = dict(
-            self.conn.execute("SELECT state, COUNT(*) FROM records GROUP BY state").fetchall()
-        )
+        by_state = count_states(self.conn)
         return Counts(
             pending=int(by_state.get(PENDING, 0)),
             stored=int(by_state.get(STORED, 0)),

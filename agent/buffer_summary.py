@@ -15,7 +15,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from agent.buffer import PENDING, REJECTED, STORED, BufferError, Counts
+from agent.buffer import CONFLICT, PENDING, REJECTED, STORED, BufferError, Counts
+from agent.upload_states import count_states, pending_rows
 
 #: How many of the newest records are scanned for each source's latest one (then one query each).
 RECENT: Final = 5000
@@ -82,7 +83,10 @@ class BufferReader:
 
     def counts(self) -> Counts:
         """Records per upload state and the last seq given."""
-        by_state = dict(self._rows("SELECT state, COUNT(*) FROM records GROUP BY state"))
+        try:
+            by_state = count_states(self.conn)
+        except sqlite3.Error as err:
+            raise BufferError(f"cannot read the buffer {self.path}: {err}") from err
         meta = self._rows("SELECT value FROM meta WHERE key = 'last_seq'")
         (largest,) = self._rows("SELECT COALESCE(MAX(seq), 0) FROM records")[0]
         return Counts(
@@ -90,6 +94,7 @@ class BufferReader:
             stored=int(by_state.get(STORED, 0)),
             rejected=int(by_state.get(REJECTED, 0)),
             last_seq=max(int(meta[0][0]) if meta else 0, int(largest)),
+            conflicts=int(by_state.get(CONFLICT, 0)),
             retryable=int(self._rows("SELECT COUNT(*) FROM records WHERE state = ? "
                                      "AND retryable = 1", (REJECTED,))[0][0]),
         )
@@ -101,10 +106,13 @@ class BufferReader:
 
     def summary(self, sources: Iterable[str]) -> BufferSummary:
         """Everything ``frota agent status`` shows, for the configured ``sources``."""
-        oldest = self._rows(
-            "SELECT ts_ms FROM records WHERE state = ? ORDER BY seq LIMIT 1", (PENDING,)
-        )
-        (acked,) = self._rows("SELECT MAX(acked_ms) FROM records")[0]
+        try:
+            first = pending_rows(self.conn, 0, 1)
+        except sqlite3.Error as err:
+            raise BufferError(f"cannot read the buffer {self.path}: {err}") from err
+        oldest = self._rows("SELECT ts_ms FROM records WHERE seq = ?", (first[0][0],)) if first else []
+        (acked,) = self._rows("SELECT MAX(acked_ms) FROM (SELECT MAX(acked_ms) AS acked_ms "
+                              "FROM records UNION ALL SELECT MAX(acked_ms) FROM stored_ranges)")[0]
         return BufferSummary(
             agent=self.agent(),
             counts=self.counts(),

@@ -97,6 +97,44 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
         DROP INDEX IF EXISTS records_device_key;
         """,
     ),
+    (
+        # Stored as ranges (issue 16): the seqs the collector stored are kept as ranges, merged
+        # as they touch (agent/upload_states.py), not written into each record: an ack of a
+        # batch writes one small row instead of rewriting the batch's rows. The ranges of the
+        # records stored before are made here from their state: every seq given that is not
+        # a record with state 0, 2 or 3 (stored, or deleted: only stored records are deleted);
+        # the rows keep their state, no record is rewritten. The partial index of the
+        # pending records goes (every new record would be in it); rejected records and
+        # conflicts, the few written per record, get one. record_states: each record's state.
+        "0007-stored-ranges",
+        """
+        CREATE TABLE stored_ranges (
+            first INTEGER PRIMARY KEY,        -- first seq of the range
+            last INTEGER NOT NULL,            -- last seq of the range
+            acked_ms INTEGER                  -- host wall clock at its latest answer
+        );
+        CREATE INDEX stored_ranges_last ON stored_ranges (last);
+        WITH breaks (seq) AS (
+                SELECT 0
+                UNION ALL SELECT seq FROM records WHERE state != 1
+                UNION ALL SELECT CAST(value AS INTEGER) + 1 FROM meta WHERE key = 'last_seq'),
+            spans (after, upto) AS (
+                SELECT seq, LEAD(seq) OVER (ORDER BY seq) FROM breaks)
+        INSERT INTO stored_ranges (first, last, acked_ms)
+            SELECT after + 1, upto - 1, (SELECT MAX(acked_ms) FROM records
+                                         WHERE seq BETWEEN after + 1 AND upto - 1)
+            FROM spans WHERE upto - after > 1;
+        DROP INDEX IF EXISTS records_pending;
+        CREATE INDEX records_answered ON records (seq) WHERE state >= 2;
+        CREATE VIEW record_states AS
+            SELECT seq, CASE
+                WHEN state >= 2 THEN state
+                WHEN (SELECT s.last FROM stored_ranges s WHERE s.first <= records.seq
+                      ORDER BY s.first DESC LIMIT 1) >= records.seq THEN 1
+                ELSE 0 END AS state
+            FROM records;
+        """,
+    ),
 )
 
 

@@ -119,7 +119,7 @@ def test_full_buffer_keeps_pending_records_and_evicts_only_uploaded(
         wait_for(lambda: writer._queue.empty())
         time.sleep(0.05)
         (kept_pending,) = reader.conn.execute(
-            "SELECT COUNT(*) FROM records WHERE state = 0 AND seq <= ?", (pending,)).fetchone()
+            "SELECT COUNT(*) FROM record_states WHERE state = 0 AND seq <= ?", (pending,)).fetchone()
         assert kept_pending == pending - half  # every record not uploaded is still there
         (oldest,) = reader.conn.execute("SELECT MIN(seq) FROM records").fetchone()
         assert 1 < oldest <= half + 1  # the oldest uploaded went first
@@ -170,7 +170,9 @@ def test_max_size_bounds_the_database_file_and_the_wal_stays_within_its_limit(
                 time.sleep(0.2)
                 peak = max(peak, db.stat().st_size)
                 with marker:
-                    marker.execute("UPDATE records SET state = 1")
+                    marker.execute(  # every record uploaded
+                        "INSERT OR REPLACE INTO stored_ranges (first, last, acked_ms) "
+                        "SELECT 1, CAST(value AS INTEGER), 0 FROM meta WHERE key = 'last_seq'")
     finally:
         marker.close()
         writer.stop()

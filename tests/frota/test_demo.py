@@ -87,9 +87,9 @@ def test_demo_plays_a_trip_end_to_end(tmp_path: Path) -> None:
     assert "passengers 41 boarded, 41 alighted" in out
     # Every record the agent captured was confirmed, and the collector has each once.
     buf = sqlite3.connect(work / "buffer.sqlite")
-    assert buf.execute("SELECT COUNT(*), MAX(seq) FROM records WHERE state = 1").fetchone() == (
+    assert buf.execute("SELECT COUNT(*), MAX(seq) FROM record_states WHERE state = 1").fetchone() == (
         total, total)
-    assert buf.execute("SELECT COUNT(*) FROM records WHERE state != 1").fetchone() == (0,)
+    assert buf.execute("SELECT COUNT(*) FROM record_states WHERE state != 1").fetchone() == (0,)
 
     # The findings: the 130-minute breakdown is an infraction and assistance is due.
     assert re.search(r"infraction +trip\.interruption +FRT2B02", out), out

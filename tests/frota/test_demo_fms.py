@@ -37,7 +37,7 @@ def test_demo_with_the_tachograph_on_fms(tmp_path: Path) -> None:
     assert kinds["trip"] == 2
     assert kinds["incident"] == 1
     buf = sqlite3.connect(work / "buffer.sqlite")
-    assert buf.execute("SELECT COUNT(*) FROM records WHERE state != 1").fetchone() == (0,)
+    assert buf.execute("SELECT COUNT(*) FROM record_states WHERE state != 1").fetchone() == (0,)
     sources = dict(buf.execute("SELECT source, COUNT(*) FROM records GROUP BY source").fetchall())
     assert sources["fms"] > 10_000
     assert "registrador" not in sources

@@ -103,7 +103,8 @@ def test_retryable_final_and_conflict_answers_leave_the_documented_buffer_states
             assert wait_until(lambda: up.buffer.counts().rejected == 1)
             assert wait_until(lambda: up.buffer.counts().stored == 1)
         rows = sqlite3.connect(a.buffer.path).execute(
-            "SELECT seq, state, retryable FROM records ORDER BY seq").fetchall()
+            "SELECT seq, s.state, retryable FROM records JOIN record_states s USING (seq) "
+            "ORDER BY seq").fetchall()
         assert rows == [(1, 1, 0), (2, 2, 0)]
 
 
