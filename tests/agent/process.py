@@ -74,6 +74,12 @@ class AgentProcess(harness.AgentProcess):
         rows = self.query(f"SELECT COUNT(*) FROM records WHERE {where}")
         return int(str(rows[0][0])) if rows else 0
 
+    def in_state(self, state: int) -> int:
+        """Records in the buffer in upload state ``state`` (0 pending, 1 stored, 2 rejected,
+        3 conflict: the view ``record_states``, stored being kept as ranges)."""
+        rows = self.query(f"SELECT COUNT(*) FROM record_states WHERE state = {int(state)}")
+        return int(str(rows[0][0])) if rows else 0
+
     def wait(self, where: str, at_least: int, timeout: float = 30.0) -> None:
         """Wait until the buffer holds ``at_least`` records matching ``where``."""
         deadline = time.monotonic() + timeout
@@ -87,7 +93,7 @@ class AgentProcess(harness.AgentProcess):
     def wait_backlog_zero(self, timeout: float = 30.0) -> None:
         """Wait until the collector has answered every record in the buffer."""
         deadline = time.monotonic() + timeout
-        while self.count("state = 0") > 0:
+        while self.in_state(0) > 0:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"backlog still {self.count('state = 0')}: {self.log.read_text()}")
+                raise TimeoutError(f"backlog still {self.in_state(0)}: {self.log.read_text()}")
             time.sleep(0.05)

@@ -60,10 +60,10 @@ def test_full_buffer_drops_then_catches_up_once_there_is_room(
     try:
         agent.start()
         wait_log(agent, "records dropped so far", timeout=60)
-        pending_when_full = agent.count("state = 0")
-        assert agent.count("state = 1") == 0
+        pending_when_full = agent.in_state(0)
+        assert agent.in_state(1) == 0
         time.sleep(1.0)  # more frames dropped
-        assert agent.count("state = 0") >= pending_when_full  # nothing pending was evicted
+        assert agent.in_state(0) >= pending_when_full  # nothing pending was evicted
         mosquitto.start()
         collector.start()
         wait_log(agent, "of the oldest uploaded records evicted", timeout=60)

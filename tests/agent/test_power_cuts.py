@@ -148,7 +148,7 @@ def test_sigkill_twenty_times_loses_nothing(
         for _ in range(5):
             owed = owed_frames(agent, reg)
             assert owed == [] or saved_floor(agent) <= owed[0], (saved_floor(agent), owed[:20])
-            if not owed and not agent.count("state = 0"):
+            if not owed and not agent.in_state(0):
                 break
             agent.start()
             wait_caught_up(agent, reg)
