@@ -134,6 +134,9 @@ class BufferWriter:
             count = len(first.records)
             deadline = time.monotonic() + self.commit_interval_s
             while count < self.commit_records:
+                count, stopping = self._take_queued(batch, count)
+                if stopping or count >= self.commit_records:
+                    break
                 remaining = deadline - time.monotonic()
                 try:
                     nxt = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
@@ -156,6 +159,20 @@ class BufferWriter:
                 rest.append(group)
         if rest:
             self._commit(rest, final=True)
+
+    def _take_queued(self, batch: list[Group], count: int) -> tuple[int, bool]:
+        """Move the groups already queued into ``batch`` while it holds fewer than
+        ``commit_records`` records, in one go (not one ``get`` each: a burst queues thousands);
+        return the records it holds and whether the stop marker came."""
+        with self._queue.mutex:  # what Queue.get holds, without waiting on it group by group
+            waiting = self._queue.queue
+            while waiting and count < self.commit_records:
+                nxt = waiting.popleft()
+                if nxt is None:
+                    return count, True
+                batch.append(nxt)
+                count += len(nxt.records)
+        return count, False
 
     def _admit(self, batch: list[Group]) -> list[Group]:
         """Groups to commit: those of a source blocked since a drop are dropped until it resumes."""

@@ -49,8 +49,9 @@ def ready(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any] | None]:
         return []
     if any(type(rec) is not dict for rec in recs):
         return [None] * len(recs)
+    keys = set(chain.from_iterable(recs))
     try:
-        if not "".join(chain.from_iterable(recs)).isascii():
+        if not "".join(keys).isascii():
             return [None] * len(recs)
     except TypeError:  # a key that is not a string
         return [None] * len(recs)
@@ -59,43 +60,39 @@ def ready(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any] | None]:
         return [None] * len(recs)
     out: list[dict[str, Any] | None] = list(recs)
     for key in TIMESTAMP_FIELDS:
-        for i, rec in enumerate(recs):
-            value = rec.get(key)
+        if key not in keys:
+            continue
+        for i, value in enumerate([rec.get(key) for rec in recs]):
             if value is not None and (type(value) is not str or _canonical_ts_ms(value) is None):
                 out[i] = None  # another offset or fraction, or not a time: canonical() decides
     if float in types:
+        places_of = [_PLACES.get(rec.get("kind"), _NO_PLACES)  # type: ignore[arg-type]
+                     for rec in recs]
         doubles = [(i, key, value) for i, rec in enumerate(recs) for key, value in rec.items()
                    if type(value) is float]
         for i, key, value in doubles:
             target = out[i]
             if target is None:
                 continue
-            kind = recs[i].get("kind")
-            written = _double(value, _PLACES.get(kind, _NO_PLACES).get(key))  # type: ignore[arg-type]
-            if written is None:
+            # As protocols.canonical._flat_record: a double at its precision is kept (the agent
+            # rounds what it records); else rounded; whole, it is written as the integer.
+            written: float | int = value
+            places = places_of[i].get(key)
+            if places is not None:
+                scale = _SCALES[places]
+                if not (-1e6 < value < 1e6 and round(value * scale) / scale == value):
+                    written = round(value, places)
+            size = abs(written)
+            if not size < math.inf or 1e-6 <= size < 1e-5:
                 out[i] = None
-            elif written is not value:
+                continue
+            if size.is_integer():
+                if size > MAX_SAFE_INT:
+                    out[i] = None
+                    continue
+                written = int(written)
+            if written is not value:
                 if target is recs[i]:
                     target = out[i] = dict(recs[i])
                 target[key] = written
     return out
-
-
-def _double(value: float, places: int | None) -> float | int | None:
-    """A double as the canonical form writes it: rounded to its precision (``places``), an
-    integer when whole; None when the one-pass path does not write it (NaN, infinity, whole
-    beyond ±(2**53 - 1), or in [1e-6, 1e-5), which orjson writes in exponent form)."""
-    if places is not None:
-        scale = _SCALES[places]
-        # As protocols.canonical._flat_record: already at its precision (the agent rounds what
-        # it records) when n / scale gives it back, for |value| < 1e6.
-        if not (-1e6 < value < 1e6 and round(value * scale) / scale == value):
-            value = round(value, places)
-    size = abs(value)
-    if not size < math.inf or 1e-6 <= size < 1e-5:
-        return None
-    if size.is_integer():
-        if size > MAX_SAFE_INT:
-            return None
-        return int(value)
-    return value
