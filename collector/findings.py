@@ -179,6 +179,7 @@ class LiveFindings:
         """Bring the findings up to the store at the collector's clock (and the store-only
         rules' findings too, unless ``store_only`` is False); return the ``as_of``."""
         as_of = now_ms()
+        began = time.perf_counter()
         reg = self._reg()
         held = self.leases.claim([*partition_names(reg), STORE_ONLY])
         judged = self._judged(held)
@@ -187,9 +188,12 @@ class LiveFindings:
             self._tell(judged, as_of)
         found = self._store_only(as_of) if store_only and STORE_ONLY in held else None
         self.evaluations += 1
-        log.debug("findings: %d replayed, %d upserted, %d deleted, %s store-only at %d",
-                  sum(done.replayed.values()), done.upserted, done.deleted,
-                  "no" if found is None else len(found), as_of)
+        log.debug("findings: %d replayed (from %s ms before as_of), %d upserted, %d deleted, "
+                  "%s store-only at %d in %.0f ms", sum(done.replayed.values()),
+                  max((as_of - b for b in done.boundaries.values() if b is not None),
+                      default=None), done.upserted, done.deleted,
+                  "no" if found is None else len(found), as_of,
+                  1000 * (time.perf_counter() - began))
         return as_of
 
     def _store_only(self, as_of: int) -> list[Finding]:

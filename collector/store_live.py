@@ -134,12 +134,14 @@ def part_findings(store: Store, part: str,
 
 def write(store: Store, *, part: str, new_parts: Iterable[tuple[str, str]],
           since_ms: int | None, steps: Sequence[tuple[int, bytes]], tail: tuple[int, bytes] | None,
-          thin_before_ms: int | None, thin_every_ms: int, gone: Sequence[str],
+          thin_before_ms: int | None, thin_every_ms: int, keep_tail_ms: int, gone: Sequence[str],
           upserts: Sequence[tuple[Any, ...]], as_of_ms: int, made_ms: int,
           last_id: int | None, lease: tuple[str, int] | None = None) -> None:
     """One partition's evaluation, replayed from ``since`` (None: the beginning), in ONE
-    transaction: its vehicles, checkpoints (those after ``since`` and the tail replaced; step
-    checkpoints before ``thin_before_ms`` thinned to the first of each ``thin_every_ms``), findings gone
+    transaction: its vehicles, checkpoints (those after ``since`` and the tail replaced, the
+    previous tail kept as a step checkpoint when no step is less than ``keep_tail_ms`` before
+    it; step checkpoints before ``thin_before_ms`` thinned to the first of each
+    ``thin_every_ms``), findings gone
     and upserted, the ``as_of`` and the partition's row id judged. ``lease``: (holder, ttl ms)
     on a shared store — the same transaction renews the partition's lease, and is rolled back
     with LeaseLostError when the lease is not the holder's (collector/live_leases.py)."""
@@ -153,12 +155,13 @@ def write(store: Store, *, part: str, new_parts: Iterable[tuple[str, str]],
          "state = excluded.state, made_ms = excluded.made_ms",
          [(part, b, blob, made_ms) for b, blob in steps]),
     ]
-    if tail is not None:   # the previous tail stays, as a step checkpoint (thinned later)
+    if tail is not None:   # the previous tail stays, as a step checkpoint (thinned later),
+        # unless a step is close before it (an UPDATE: its state is not copied)
         statements.append((
-            "INSERT INTO live_checkpoints (part, boundary_ms, tail, state, made_ms) "
-            "SELECT part, boundary_ms, 0, state, made_ms FROM live_checkpoints "
-            "WHERE part = ? AND tail = 1 ON CONFLICT (part, tail, boundary_ms) DO NOTHING",
-            [(part,)]))
+            "UPDATE live_checkpoints SET tail = 0 WHERE part = ? AND tail = 1 AND NOT EXISTS "
+            "(SELECT 1 FROM live_checkpoints o WHERE o.part = live_checkpoints.part "
+            "AND o.tail = 0 AND o.boundary_ms > live_checkpoints.boundary_ms - ?)",
+            [(part, keep_tail_ms)]))
         statements.append(("DELETE FROM live_checkpoints WHERE part = ? AND tail = 1", [(part,)]))
         statements.append(("INSERT INTO live_checkpoints (part, boundary_ms, tail, state, made_ms) "
                            "VALUES (?, ?, 1, ?, ?)", [(part, tail[0], tail[1], made_ms)]))
