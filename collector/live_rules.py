@@ -97,7 +97,8 @@ class Settling:
     written at ``as_of`` minus the lateness of the records that arrived in the last evaluations
     (how long before ``as_of`` the earliest record of each vehicle was; the 95th percentile over
     the partition's vehicles, the largest of the last 20 evaluations), so that the next
-    evaluation starts from it, replaying only that delay and what arrived."""
+    evaluation starts from it, replaying only that delay and what arrived. An evaluation to
+    which nothing of the partition arrived writes it just after the newest record, as before."""
 
     def __init__(self) -> None:
         self._seen: dict[str, deque[int]] = {}
@@ -106,11 +107,12 @@ class Settling:
         """Record the lateness of this evaluation's arrivals (their earliest ``ts`` per vehicle)
         and return the delay to write the tail at."""
         late = sorted(max(as_of_ms - ms, 0) for ms in earliest)
+        if not late:     # a quiet partition: nothing on the way, the tail after its newest
+            return 0
         seen = self._seen.setdefault(part, deque(maxlen=SETTLE_MEMORY))
-        if late:
-            seen.append(min(late[min(int(len(late) * SETTLE_QUANTILE), len(late) - 1)],
-                            SETTLE_MAX_MS))
-        return max(seen, default=0)
+        seen.append(min(late[min(int(len(late) * SETTLE_QUANTILE), len(late) - 1)],
+                        SETTLE_MAX_MS))
+        return max(seen)
 
 
 class LiveRules:
