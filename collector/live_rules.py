@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,7 @@ from collector.partitions import partition_names, partition_of, partition_regist
 from collector.rules.finding import Finding
 from collector.rules.profile import Profile
 from collector.store import Store
-from collector.store_partition import partition_records
+from collector.store_partition import Item, _item, _key, partition_records
 from protocols.records import ts_to_ms
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,9 @@ KEEP_TAIL_MS = 30_000
 #: Bounds of the settling delay (how far behind ``as_of`` the tail is written, see
 #: :class:`Settling`).
 SETTLE_MAX_MS = 60_000
+#: Seconds between two writes of a partition's tail checkpoint to the store while its state is
+#: kept in memory (:class:`Kept`): a collector that dies replays at most this much more.
+TAIL_WRITE_S = 10.0
 #: Evaluations whose lateness the settling delay remembers.
 SETTLE_MEMORY = 20
 #: The share of a partition's vehicles whose lateness the tail waits for; a vehicle later than
@@ -115,6 +118,26 @@ class Settling:
         return max(seen)
 
 
+@dataclass
+class Kept:
+    """A partition's state kept in memory between two evaluations while this collector holds
+    it: what the tail checkpoint holds (its boundary and state, the registry view it binds
+    to), the partition's records read from the boundary on (``frota check``'s order; those of
+    a device clock ahead of ``as_of`` too), its findings kept at or after the boundary or open,
+    and the row id judged as written. The next evaluation starts from it — no checkpoint nor
+    records read again from the store, only the records stored since — when the store's row
+    id judged is still that one (no other collector evaluated the partition meanwhile) and
+    nothing arrived from before the boundary."""
+
+    boundary: int
+    blob: bytes
+    view: fleet.Registry
+    items: list[Item]
+    findings: dict[str, tuple[str, int | None]]
+    last_id: int
+    written: float          # when the tail was last written to the store (monotonic s)
+
+
 class LiveRules:
     """The incremental evaluator of one store (one thread at a time)."""
 
@@ -131,6 +154,8 @@ class LiveRules:
         self.dense_ms = dense_ms
         self.fingerprint = fingerprint(registry_bytes, profiles, default_profile)
         self.settling = Settling()
+        #: partition -> its state kept in memory (:class:`Kept`)
+        self.kept: dict[str, Kept] = {}
 
     def evaluate(self, as_of_ms: int, made_ms: int,
                  held: Collection[str] | None = None) -> Evaluation:
@@ -177,9 +202,12 @@ class LiveRules:
             try:
                 self._partition(part, sorted(members[part]), earliest.get(part),
                                 new_parts.get(part, []), as_of_ms, made_ms, news.newest_id,
-                                report, as_of_ms - settle)
+                                report, as_of_ms - settle, lasts[part])
             except LeaseLostError:
                 log.info("findings: the lease of %s ran out: left to its new holder", part)
+        for part in list(self.kept):
+            if part not in mine:      # another collector's now: its store state moves on
+                del self.kept[part]
         return report
 
     def _start(self, part: str, start: int | None) -> tuple[LiveEngine, int | None]:
@@ -197,21 +225,36 @@ class LiveRules:
                 log.error("findings: checkpoint %s@%d dropped: %s", part, boundary, err)
                 store_live.drop_checkpoint(self.store, part, boundary)
 
-    def _records(self, vehicles: list[str], since: int | None,
-                 as_of_ms: int) -> Iterator[tuple[int, dict[str, Any]]]:
-        """The partition's records with since <= ts <= as_of in ``frota check``'s order (ts,
-        vehicle, seq, agent), its vehicles read together (collector/store_partition.py)."""
-        for ms, _, _, _, rec in partition_records(self.store, vehicles, since, as_of_ms + 1):
-            yield ms, rec
+    def _resume(self, part: str, vehicles: list[str], start: int | None, judged_id: int,
+                last_id: int | None
+                ) -> tuple[LiveEngine, int | None, Kept | None, Iterable[Item]]:
+        """The engine to replay from, its boundary, the state kept in memory it came from (None:
+        from the store) and the partition's records from the boundary on (those with ``ts``
+        after ``as_of`` too; from the store, read as they are fed: a replay of days is never
+        held in memory)."""
+        kept = self.kept.pop(part, None)
+        if kept is not None and kept.last_id == judged_id and last_id is not None and (
+                start is None or start >= kept.boundary):
+            wanted = set(vehicles)
+            fresh = [_item(str(text)) for vehicle, text in self.store._read(
+                "SELECT vehicle, record FROM records WHERE id > ? AND id <= ?",
+                (judged_id, last_id)) if str(vehicle) in wanted]
+            items = sorted(kept.items + fresh, key=_key) if fresh else kept.items
+            return (restore(kept.blob, kept.view, self.profiles, self.default), kept.boundary,
+                    kept, items)
+        engine, boundary = self._start(part, start)
+        return engine, boundary, None, partition_records(self.store, vehicles, boundary, 1 << 62)
 
     def _partition(self, part: str, vehicles: list[str], start: int | None,
                    new_parts: list[tuple[str, str]], as_of_ms: int, made_ms: int,
-                   last_id: int | None, report: Evaluation, settled_ms: int) -> None:
+                   last_id: int | None, report: Evaluation, settled_ms: int,
+                   judged_id: int) -> None:
         """Replay one partition from the checkpoint before ``start`` (its earliest arrived
         record; None: nothing arrived) up to ``as_of`` and write what it found; the tail
         checkpoint goes at ``settled_ms`` (:class:`Settling`) when records run past it, else
-        just after the newest record."""
-        engine, boundary = self._start(part, start)
+        just after the newest record. ``judged_id``: the row id the store says the partition
+        judged (that of a state kept in memory, or it is not used)."""
+        engine, boundary, kept, items = self._resume(part, vehicles, start, judged_id, last_id)
         report.boundaries[part] = boundary
         steps: list[tuple[int, bytes]] = []
         cell = None if boundary is None else boundary // self.step_ms
@@ -220,7 +263,15 @@ class LiveRules:
         renewed = time.monotonic()
         tail = None
         cut = settled_ms if boundary is None or settled_ms > boundary else None
-        for ms, rec in self._records(vehicles, boundary, as_of_ms):
+        held: list[Item] = []   # from settled_ms on, or the newest millisecond's: kept in memory
+        for item in items:
+            ms, rec = item[0], item[4]
+            if ms >= settled_ms or (held and held[-1][0] == ms):
+                held.append(item)
+            else:
+                held = [item]
+            if ms > as_of_ms:
+                continue                    # a device clock ahead: fed when as_of passes it
             if self.leases is not None and not fed % 4096 and \
                     time.monotonic() - renewed > self.leases.ttl_ms / 3000:
                 self.leases.renew(part)     # a long replay keeps its lease
@@ -241,18 +292,26 @@ class LiveRules:
         report.replayed[part] = fed
         engine.flush()                      # all but the newest millisecond's records
         done = engine._done_ms
-        if tail is None and done is not None and (boundary is None or done + 1 > boundary):
-            tail = (done + 1, snapshot(engine))
+        if tail is None and done is not None and done < settled_ms and (
+                boundary is None or done + 1 > boundary):
+            tail = (done + 1, snapshot(engine))   # every record settled (a quiet partition)
         found = engine.findings(as_of_ms)
         closed = engine.closed
         rows = {f["id"]: finding_row(f, part, engine.kept_at[f["id"]]
                                      if closed.get(f["id"]) is f else None) for f in found}
-        before = store_live.part_findings(self.store, part, boundary)
+        before = kept.findings if kept is not None else \
+            store_live.part_findings(self.store, part, boundary)
         gone = [i for i in before if i not in rows]
         upserts = [row for i, row in rows.items() if before.get(i) != (row[6], row[8])]
         newest = engine.latest_ms
+        now = time.monotonic()
+        # the tail goes to the store every TAIL_WRITE_S (and with new steps); in between it is
+        # kept in memory only
+        write_tail = tail is not None and (kept is None or bool(steps)
+                                           or now - kept.written >= TAIL_WRITE_S)
         store_live.write(
-            self.store, part=part, new_parts=new_parts, since_ms=boundary, steps=steps, tail=tail,
+            self.store, part=part, new_parts=new_parts, since_ms=boundary, steps=steps,
+            tail=tail if write_tail else None,
             thin_before_ms=None if newest is None else newest - self.dense_ms,
             thin_every_ms=THIN_MS, keep_tail_ms=KEEP_TAIL_MS, gone=gone, upserts=upserts,
             as_of_ms=as_of_ms,
@@ -261,3 +320,17 @@ class LiveRules:
             else (self.leases.holder, self.leases.ttl_ms))
         report.upserted += len(upserts)
         report.deleted += len(gone)
+        if last_id is None:
+            return
+        if tail is not None:
+            state, blob = tail
+        elif kept is not None and boundary is not None:
+            state, blob = boundary, kept.blob
+        else:
+            return                          # nothing to start from (no record yet)
+        self.kept[part] = Kept(
+            boundary=state, blob=blob, view=engine.registry,
+            items=[item for item in held if item[0] >= state],
+            findings={i: (row[6], row[8]) for i, row in rows.items()
+                      if row[8] is None or row[8] >= state},
+            last_id=last_id, written=now if write_tail or kept is None else kept.written)
