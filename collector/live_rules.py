@@ -7,11 +7,14 @@ See docs/collector.md, "Live findings". In short:
   (collector/partitions.py: drivers followed across the operator's vehicles, its lines'
   timetables, its fleet's age); vehicles without an operator share the partition ``fleet``.
   ``frota check`` judges the same way (one engine per partition), so the live findings equal its
-  own. The evaluator holds one partition in memory at a time.
+  own. The evaluator replays one partition at a time.
 - **Checkpoints.** While it replays, the evaluator saves the engine state (collector/live_state.py)
-  at every ``step_ms`` of device time (5 minutes), and after the newest records a *tail*
-  checkpoint (the previous tail staying as a step). Steps older than ``dense_ms`` (2 hours before
-  the newest record) are thinned to the first of each hour.
+  at every ``step_ms`` of device time (5 minutes), and a *tail* checkpoint at the settled
+  boundary (:class:`Settling`: ``as_of`` minus the lateness of what arrives), the previous tail
+  staying as a step every 30 s. Steps older than ``dense_ms`` (2 hours before the newest record)
+  are thinned to the first of each hour. Between evaluations each partition's tail state, its
+  records since and its findings are kept in memory (:class:`Kept`), the tail written to the
+  store every 10 s.
 - **An evaluation.** What arrived is found by row id (``records.id > last``: a range of the
   primary key). For each partition, the evaluator restores the latest checkpoint at or before the
   earliest record that arrived (none arrived: the tail, so open findings grow with the clock),

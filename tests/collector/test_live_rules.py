@@ -22,6 +22,8 @@ from collector.partitions import FLEET
 from collector.rules.profile import load_profiles
 from collector.store import Store, open_store, record_row
 from protocols.records import Record, ms_to_ts, ts_to_ms
+from simulators.fleet import registry as fleet_registry
+from simulators.fleet import vehicle_ids
 from simulators.scenario import shipped
 from simulators.scenario.load import load
 from simulators.scenario.render import render
@@ -204,3 +206,43 @@ def test_operators_are_partitions_judged_apart_and_live_equals_frota_check(
     for found in got[0]:                        # each finding in its vehicle's operator's
         if found["vehicle"] is not None:
             assert parts[found["id"]] == f"operator:{operator[found['vehicle']]}"
+
+
+def test_a_steady_stream_of_skewed_batches_replays_a_bounded_window(tmp_path: Path) -> None:
+    """Buses send their batches out of step: at each evaluation some buses' records of the last
+    second are still on their way. Each evaluation replays from the settled tail (the delay of
+    what arrives, never more: the replay's start does not run away from ``as_of``), and the live
+    findings equal ``frota check --as-of`` at the end."""
+    buses, seconds = 12, 90
+    vehicles = vehicle_ids(buses)
+    registry = tmp_path / "fleet.json"
+    registry.write_text(json.dumps(fleet_registry(buses)), encoding="utf-8")
+    start = 1_780_000_000_000
+    # bus i records at start + k s + 80·i ms; the odd buses' batch of second k reaches the
+    # store one evaluation later than the even buses' (at most 2 s after its first record)
+    recs = {v: [{"vehicle": v, "ts": ms_to_ts(start + k * 1000 + 80 * i), "agent": f"pi-{v}",
+                 "seq": k + 1, **({"kind": "speed", "kmh": 40.0 + k % 50} if k % 2 else
+                                  {"kind": "position", "lat": -23.5, "lon": -46.6, "kmh": 60.0})}
+                for k in range(seconds)] for i, v in enumerate(vehicles)}
+    # Evaluation k runs at as_of = start + k s + 999 ms; the records arriving then are at most
+    # 1,919 ms old (bus 1's record of second k - 1, at 80 ms): the tail goes at as_of - 1,919 ms,
+    # and the next evaluation, one second later, starts from it: 2,919 ms before its as_of.
+    store = open_store(str(tmp_path / "c.db"))
+    delivered: list[Record] = []
+    try:
+        live = _live(store, registry)
+        for k in range(seconds + 1):
+            arriving = [recs[v][k - i % 2] for i, v in enumerate(vehicles)
+                        if 0 <= k - i % 2 < seconds]
+            store.put([record_row(r, 0) for r in arriving])
+            delivered += arriving
+            as_of = start + k * 1000 + 999
+            done = live.evaluate(as_of, as_of)
+            boundary = done.boundaries.get(FLEET)
+            if k >= 3:
+                assert boundary == as_of - 2919
+                assert done.replayed[FLEET] == sum(1 for r in delivered
+                                                   if ts_to_ms(r["ts"]) >= boundary)
+        assert findings.load(store) == (_frota_check(delivered, registry, as_of, tmp_path), as_of)
+    finally:
+        store.close()
