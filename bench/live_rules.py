@@ -28,52 +28,26 @@ bounded (the same order whatever the store).
 from __future__ import annotations
 
 import argparse
-import json
-import tempfile
 import time
 import tracemalloc
-from pathlib import Path
-from typing import Any
 
-import orjson
-
-from bench.check import T0_MS, generate, registry
+from bench.check import T0_MS
 from bench.common import Figure, add_repeat, host_line, target
-from bench.longstore import build as build_long
+from bench.sized_stores import (
+    DAY_MS,
+    SizedStores,
+    bursts,
+    flatness,
+    sized_stores,
+    timed_bursts,
+)
 from collector import registry as fleet
 from collector import store_live
 from collector.findings import evaluate_store
 from collector.live_rules import LiveRules
 from collector.live_state import LiveEngine, snapshot
 from collector.partitions import FLEET
-from collector.rules.profile import load_profiles
-from collector.store import Store, open_store, record_row
-from protocols.records import ms_to_ts, ts_to_ms
-
-DAY_MS = 86_400_000
-MINUTE_MS = 60_000
-
-
-def bursts(work: Path, buses: int, days: int, minutes: int) -> list[list[tuple[Any, ...]]]:
-    """The rows of each of the next ``minutes`` minutes after ``days`` days: the first hour of a
-    bench.check day moved to that day, each bus a new agent for the day."""
-    source = work / "burst.jsonl"
-    if not source.exists():
-        generate(source, buses, 1)
-    out: list[list[tuple[Any, ...]]] = [[] for _ in range(minutes)]
-    seqs: dict[str, int] = {}
-    for line in source.read_bytes().splitlines():
-        rec = orjson.loads(line)
-        ms = ts_to_ms(rec["ts"])
-        minute = (ms - T0_MS) // MINUTE_MS
-        if minute >= minutes:
-            break
-        vehicle = rec["vehicle"]
-        seqs[vehicle] = seqs.get(vehicle, 0) + 1
-        rec.update(ts=ms_to_ts(ms + days * DAY_MS), agent=f"pi-{vehicle}-d{days}",
-                   seq=seqs[vehicle])
-        out[minute].append(record_row(rec, ms + days * DAY_MS))
-    return out
+from collector.store import Store
 
 
 def seed(store: Store, live: LiveRules, reg: fleet.Registry, boundary_ms: int) -> None:
@@ -100,23 +74,21 @@ def main() -> None:
                         help="also time the whole-store evaluation on the smallest store")
     add_repeat(parser)
     args = parser.parse_args()
-    days = sorted(int(d) for d in args.days.split(","))
-    work = Path(tempfile.mkdtemp(prefix="frota-bench-live-"))
-    reg_path = work / "registry.json"
-    reg_path.write_text(json.dumps(registry(args.buses)))
-    reg = fleet.load(reg_path)
-    profiles = load_profiles()
-    stores: dict[int, Store] = {}
+    with sized_stores("frota-bench-live-", args.buses, args.days) as sized:
+        _run(sized, args)
+
+
+def _run(sized: SizedStores, args: argparse.Namespace) -> None:
+    days, reg, stores = sized.days, sized.registry, sized.stores
     lives: dict[int, LiveRules] = {}
     for d in days:
         started = time.perf_counter()
         raw = min(args.raw_days, d)
-        made = build_long(str(work / f"{d}d.db"), args.buses, d, raw_days=raw)
+        made = sized.build(d, raw_days=raw)
         built = time.perf_counter() - started
-        stores[d] = open_store(str(work / f"{d}d.db"))
-        lives[d] = LiveRules(stores[d], reg, reg_path.read_bytes(), profiles)
+        lives[d] = LiveRules(stores[d], reg, sized.registry_path.read_bytes(), sized.profiles)
         seed(stores[d], lives[d], reg, T0_MS + (d - raw) * DAY_MS)
-        as_of = T0_MS + d * DAY_MS
+        as_of = sized.end_ms(d)
         started = time.perf_counter()
         done = lives[d].evaluate(as_of, as_of)
         print(f"{d:>2} day(s): {made.records:,} records ({d - raw} day(s) x {args.buses} buses "
@@ -124,57 +96,43 @@ def main() -> None:
               f"{built:.0f} s; catch-up (the raw days replayed, checkpoints written: "
               f"{sum(done.replayed.values()):,} records) {time.perf_counter() - started:.1f} s",
               flush=True)
-    live_s: dict[int, list[float]] = {d: [] for d in days}
     replayed: dict[int, list[int]] = {d: [] for d in days}
     whole_s: list[float] = []
-    per_store = {d: bursts(work, args.buses, d, args.repeat + 1) for d in days}
-    arrived = 0
-    for r in range(args.repeat):        # every case once per round: interleaved
-        for d in days:
-            rows = per_store[d][r]
-            arrived = len(rows)
-            stores[d].put(rows)
-            as_of = T0_MS + d * DAY_MS + (r + 1) * MINUTE_MS
+    per_store = {d: bursts(sized.work, args.buses, d, args.repeat + 1) for d in days}
+
+    def live(d: int, as_of: int) -> None:
+        replayed[d].append(sum(lives[d].evaluate(as_of, as_of).replayed.values()))
+
+    def whole(d: int, as_of: int) -> None:
+        if args.whole and d == days[0]:
             started = time.perf_counter()
-            done = lives[d].evaluate(as_of, as_of)
-            live_s[d].append(time.perf_counter() - started)
-            replayed[d].append(sum(done.replayed.values()))
-        if args.whole:
-            as_of = T0_MS + days[0] * DAY_MS + (r + 1) * MINUTE_MS
-            started = time.perf_counter()
-            evaluate_store(stores[days[0]], reg, as_of, profiles)
+            evaluate_store(stores[d], reg, as_of, sized.profiles)
             whole_s.append(time.perf_counter() - started)
+
+    figures, arrived = timed_bursts(sized, args.repeat, live, per_store, untimed=whole)
     peak: dict[int, float] = {}
     for d in days:
         stores[d].put(per_store[d][args.repeat])
-        as_of = T0_MS + d * DAY_MS + (args.repeat + 1) * MINUTE_MS
+        as_of = sized.end_ms(d, args.repeat + 1)
         tracemalloc.start()
         lives[d].evaluate(as_of, as_of)
         peak[d] = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
     print(f"{args.repeat} interleaved rounds, median (spread); a burst = 1 minute of "
           f"{args.buses} buses ({arrived:,} records)")
-    figures = {d: Figure(tuple(live_s[d])) for d in days}
     for d in days:
         print(f"  live evaluation, {d:>2} day(s) stored: {figures[d].show('{:.3f}')} s; records "
               f"replayed {sorted(replayed[d])}; peak memory {peak[d]:.1f} MiB (tracemalloc)")
     if whole_s:
-        whole = Figure(tuple(whole_s))
+        base = Figure(tuple(whole_s))
         print(f"  baseline, the whole-store evaluation (before), {days[0]} day(s): "
-              f"{whole.show('{:.2f}')} s ({whole.ratio(figures[days[0]]).show('{:.0f}')}x the "
+              f"{base.show('{:.2f}')} s ({base.ratio(figures[days[0]]).show('{:.0f}')}x the "
               "live one)")
-    flat = figures[days[-1]].ratio(figures[days[0]])
-    print(f"  {days[-1]} days / {days[0]} day(s): {flat.show('{:.2f}')}x — target: within 2x from "
-          f"1 to 30 days: {target(flat.median <= 2)} (measured {days[0]} to {days[-1]} days)")
+    print(flatness(figures, days))
     grow = peak[days[-1]] / peak[days[0]]
     print(f"  memory {days[-1]} days / {days[0]} day(s): {grow:.2f}x — target: bounded (not "
           f"growing with the store): {target(grow <= 2)}")
     print(host_line())
-    for store in stores.values():
-        store.close()
-    for file in work.iterdir():
-        file.unlink()
-    work.rmdir()
 
 
 if __name__ == "__main__":

@@ -19,20 +19,12 @@ target: time flat in the store size (within 2x from 1 to 30 days).
 from __future__ import annotations
 
 import argparse
-import json
-import tempfile
 import time
-from pathlib import Path
 
-from bench.check import T0_MS, registry
-from bench.common import Figure, add_repeat, host_line, target
-from bench.live_rules import DAY_MS, MINUTE_MS, bursts
-from bench.longstore import build as build_long
-from collector import registry as fleet
+from bench.common import add_repeat, host_line
+from bench.sized_stores import SizedStores, flatness, sized_stores, timed_bursts
 from collector.retention_days import Summaries
 from collector.retention_findings import retention_findings
-from collector.rules.profile import load_profiles
-from collector.store import Store, open_store
 
 
 def main() -> None:
@@ -42,52 +34,36 @@ def main() -> None:
     parser.add_argument("--days", default="1,7,30", help="store sizes in days, comma-separated")
     add_repeat(parser)
     args = parser.parse_args()
-    days = sorted(int(d) for d in args.days.split(","))
-    work = Path(tempfile.mkdtemp(prefix="frota-bench-retention-"))
-    reg_path = work / "registry.json"
-    reg_path.write_text(json.dumps(registry(args.buses)))
-    reg = fleet.load(reg_path)
-    profiles = load_profiles()
-    stores: dict[int, Store] = {}
+    with sized_stores("frota-bench-retention-", args.buses, args.days) as sized:
+        _run(sized, args.repeat)
+
+
+def _run(sized: SizedStores, repeat: int) -> None:
+    days, stores = sized.days, sized.stores
     kept: dict[int, Summaries] = {}
     first: dict[int, float] = {}
     for d in days:
-        made = build_long(str(work / f"{d}d.db"), args.buses, d)
-        stores[d] = open_store(str(work / f"{d}d.db"))
+        made = sized.build(d)
         kept[d] = Summaries(stores[d])
         started = time.perf_counter()
-        found = retention_findings(stores[d], reg, profiles, T0_MS + d * DAY_MS, summaries=kept[d])
+        found = retention_findings(stores[d], sized.registry, sized.profiles, sized.end_ms(d),
+                                   summaries=kept[d])
         first[d] = time.perf_counter() - started
         print(f"{d:>2} day(s): {made.records:,} records compacted; first summing-up (every day "
               f"decoded once) {first[d]:.1f} s, {len(found)} finding(s)", flush=True)
-    per_store = {d: bursts(work, args.buses, d, args.repeat) for d in days}
-    runs: dict[int, list[float]] = {d: [] for d in days}
-    arrived = 0
-    for r in range(args.repeat):        # every case once per round: interleaved
-        for d in days:
-            rows = per_store[d][r]
-            arrived = len(rows)
-            stores[d].put(rows)
-            now = T0_MS + d * DAY_MS + (r + 1) * MINUTE_MS
-            started = time.perf_counter()
-            retention_findings(stores[d], reg, profiles, now, summaries=kept[d])
-            runs[d].append(time.perf_counter() - started)
-    print(f"{args.repeat} interleaved rounds, median (spread); a burst = 1 minute of "
-          f"{args.buses} buses ({arrived:,} records)")
-    figures = {d: Figure(tuple(runs[d])) for d in days}
+
+    def run(d: int, now: int) -> None:
+        retention_findings(stores[d], sized.registry, sized.profiles, now, summaries=kept[d])
+
+    figures, arrived = timed_bursts(sized, repeat, run)
+    print(f"{repeat} interleaved rounds, median (spread); a burst = 1 minute of "
+          f"{sized.buses} buses ({arrived:,} records)")
     for d in days:
         print(f"  retention.minimum after the burst, {d:>2} day(s) stored: "
               f"{figures[d].show('{:.3f}')} s (first summing-up {first[d]:.1f} s, "
               f"{first[d] / figures[d].median:.0f}x)")
-    flat = figures[days[-1]].ratio(figures[days[0]])
-    print(f"  {days[-1]} days / {days[0]} day(s): {flat.show('{:.2f}')}x — target: within 2x from "
-          f"1 to 30 days: {target(flat.median <= 2)} (measured {days[0]} to {days[-1]} days)")
+    print(flatness(figures, days))
     print(host_line())
-    for store in stores.values():
-        store.close()
-    for file in work.iterdir():
-        file.unlink()
-    work.rmdir()
 
 
 if __name__ == "__main__":
