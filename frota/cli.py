@@ -23,6 +23,8 @@ from simulators.errors import SimulatorError
 COMMAND_MODULES: tuple[ModuleType, ...] = (
     demo, decode, sim, agent, collector, check, provision, verify,
 )
+#: Each subcommand's module by the command's name (each module is named after its command).
+COMMANDS: dict[str, ModuleType] = {m.__name__.rsplit(".", 1)[1]: m for m in COMMAND_MODULES}
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -47,8 +49,11 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(1, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser with every registered subcommand."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The full argument parser with every registered subcommand; given ``command`` (a key of
+    :data:`COMMANDS`), with that one alone: all that parsing a command line naming it needs
+    (building ``sim``'s and ``decode``'s parsers imports every device plugin, which a process
+    such as ``frota agent run`` or ``frota check`` would pay at each start)."""
     parser = ArgumentParser(
         prog="frota",
         description="Frota: telemetry for intercity buses (registrador, GPS, door counters) "
@@ -62,16 +67,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for module in COMMAND_MODULES:
+    for module in COMMAND_MODULES if command is None else (COMMANDS[command],):
         module.register(subparsers)
     return parser
 
 
+def _command_named(argv: Sequence[str]) -> str | None:
+    """The subcommand a command line names before any other option than ``--log-level``; None
+    (the full parser) for ``--help``, ``--version``, a misspelt command or none."""
+    at = 0
+    while at < len(argv):
+        word = argv[at]
+        if word == "--log-level":
+            at += 2
+        elif word.startswith("--log-level="):
+            at += 1
+        else:
+            return word if word in COMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 1 user error)."""
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_named(words))
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as done:  # --help, --version (0) and argument errors (1): no traceback
         return done.code if isinstance(done.code, int) else 1
     logging.basicConfig(
