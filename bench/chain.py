@@ -104,7 +104,6 @@ def _chain_off() -> Iterator[None]:
     import collector.ingest as ingest_module
 
     saved = getattr(intake, "record_hash")  # noqa: B009 (the function the bench switches off)
-    saved_is_hash = getattr(intake, "is_hash")  # noqa: B009
     original = intake.prepare
 
     def prepare(*args: Any, **kwargs: Any) -> Any:
@@ -112,15 +111,13 @@ def _chain_off() -> Iterator[None]:
         out.chain = None
         return out
 
-    # no hash computed, none (nor a prev) in the records' rows: their columns stay NULL
+    # no hash computed: none in the records' rows (their prev is the record's own field)
     setattr(intake, "record_hash", lambda rec: None)  # noqa: B010 (the bench's switch)
-    setattr(intake, "is_hash", lambda value: False)  # noqa: B010
     setattr(ingest_module, "prepare", prepare)  # noqa: B010
     try:
         yield
     finally:
         setattr(intake, "record_hash", saved)  # noqa: B010
-        setattr(intake, "is_hash", saved_is_hash)  # noqa: B010
         setattr(ingest_module, "prepare", original)  # noqa: B010
 
 

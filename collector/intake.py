@@ -248,11 +248,10 @@ def _prepare(
         try:
             rec = check_record(batch, obj)
             digest = record_hash(rec)
+            # the record's row carries its chain hash and its prev as received, if a string
+            # (collector/store_chain.py; one that is no hash never matches the hash before it)
             prev = rec.get("prev")
-            if not is_hash(prev):
-                prev = None
-            # the record's row carries its chain hash and prev (collector/store_chain.py)
-            row = record_row(rec, received_ms, digest, prev)
+            row = record_row(rec, received_ms, digest, prev if type(prev) is str else None)
             if "\\u0000" in row[9] and _NUL.search(row[9]):
                 raise RecordError("a string holds U+0000, which no store keeps")
         except (PayloadError, RecordError, TypeError, ValueError, OverflowError) as err:
@@ -270,7 +269,7 @@ def _prepare(
         out.rows.append(row)
         seqs.append(rec["seq"])
         hashes[rec["seq"]] = digest
-        chain.links.append((rec["seq"], digest, prev, "stored"))
+        chain.links.append((rec["seq"], digest, row[12], "stored"))
         if last_ts_ms is None or row[4] > last_ts_ms:
             last_ts_ms = row[4]
     by_reason: dict[str, list[int]] = {}

@@ -128,8 +128,8 @@ class VehicleState:
 def record_row(rec: Record, received_ms: int, digest: str | None = None,
                prev: str | None = None) -> tuple[Any, ...]:
     """The positional row for ``records`` of a validated record with ``agent`` and ``seq``;
-    ``digest`` and ``prev``: its chain hash as received and its ``prev`` where that is a hash
-    (collector/store_chain.py), None when not chained."""
+    ``digest`` and ``prev``: its chain hash as received and its ``prev`` (collector/store_chain.py),
+    None when not chained (no ``prev`` is kept without a hash)."""
     ts_ms = ts_to_ms(rec["ts"])
     return (
         rec["vehicle"],
@@ -145,7 +145,7 @@ def record_row(rec: Record, received_ms: int, digest: str | None = None,
         orjson.dumps(rec).decode(),
         received_ms,
         digest,
-        prev,
+        prev if digest is not None else None,  # the chain's two fields go together
     )
 
 
