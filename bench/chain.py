@@ -165,9 +165,11 @@ def _ingest(fleet: Fleet, folder: Path, chain: bool, two_step: bool = False,
         if two_step:
             stack.enter_context(_two_step_canonical())
         start = time.perf_counter()
+        # the verifier exists before the first batch, as in frota collector run (which starts
+        # it with the ingest): the ingest hands it the stretches it checked as it commits them
+        verifier = ChainVerifier(store, fleet.ca_file, fleet.keyring) if chain else None
         _feed(ingest, topic, fleet.payloads, pipelined)
-        if chain:
-            verifier = ChainVerifier(store, fleet.ca_file, fleet.keyring)
+        if verifier is not None:
             seq = verified_seq(store, verifier, VEHICLE, fleet.agent)
             assert seq == fleet.records, f"verified up to seq {seq} of {fleet.records}"
         seconds = time.perf_counter() - start

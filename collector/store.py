@@ -34,7 +34,7 @@ import orjson
 
 from collector import store_chain, store_disc
 from collector import store_rejects as rejects_bound
-from collector.store_chain import ChainPart
+from collector.store_chain import ChainPart, Stretches
 from collector.store_rejects import RejectsTally
 from collector.store_summary import StoreSummaries
 from protocols.records import Record, device_key, ts_to_ms
@@ -166,6 +166,9 @@ class Store(StoreSummaries, ABC):
         self.rejects_tally = RejectsTally()
         #: Where each vehicle's compacted days end (collector/store_disc.py: late records).
         self.disc_watermarks = store_disc.Watermarks()
+        #: The stretches of the chain the ingest hands a live verifier of this store (set by
+        #: collector/verifier.py; None: no verifier, nothing is kept).
+        self.fresh_stretches: Stretches | None = None
 
     def _load_rejects_tally(self) -> None:
         """Count the kept and dropped payload bytes of ``rejects`` (once, when opened)."""
@@ -264,8 +267,10 @@ class Store(StoreSummaries, ABC):
                 # (collector/store_pg.py: one round trip each, not one per batch).
                 counts = self._counted_inserts(tx, INSERT_RECORD, [rows for rows, _, _ in groups])
                 parts = [chains[i] if i < len(chains) else None for i in range(len(groups))]
-                store_chain.write_many(self, tx, parts, [list(rows) for rows, _, _ in groups],
-                                       counts)
+                fresh = self.fresh_stretches
+                found = store_chain.write_many(self, tx, parts,
+                                               [list(rows) for rows, _, _ in groups], counts,
+                                               stretches=fresh is not None)
                 for _, rejects, _ in groups:
                     if rejects:
                         self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
@@ -282,6 +287,8 @@ class Store(StoreSummaries, ABC):
                         self.rejects_max_bytes,
                     )
             self.rejects_tally = tally  # committed
+            if found and fresh is not None:
+                fresh.add(found)
         return counts
 
     def apply(self, statements: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> None:

@@ -28,6 +28,7 @@ The hash received for a seq (:func:`received_hashes`) is its ``links`` row's whe
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -73,6 +74,69 @@ class ChainPart:
     conflicts: list[int] = field(default_factory=list)
 
 
+#: Stretches the ingest may hand the live verifier at once (beyond, it reads the store).
+MAX_STRETCHES: Final = 100_000
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """Seqs ``first`` to ``last`` of an agent's chain, committed by one batch whose every
+    record was new and stored, each ``prev`` checked by the ingest against the hash before it:
+    ``prev`` of its first record, ``hash`` of its last."""
+
+    first: int
+    prev: str | None
+    last: int
+    hash: str
+
+
+class Stretches:
+    """What the ingest hands the live verifier (collector/verifier.py) in the same process:
+    per (vehicle, agent), the stretches it committed and checked inside, by first seq. The
+    verifier then checks only where one stretch meets the chain before it, and reads from the
+    store what it was not handed (a batch resent, refused in part or conflicting, another
+    collector's, anything before a restart). Bounded: past ``limit`` stretches the rest are
+    not kept (the verifier reads those from the store)."""
+
+    def __init__(self, limit: int = MAX_STRETCHES) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._by: dict[tuple[str, str], dict[int, Stretch]] = {}
+        self._count = 0
+
+    def add(self, found: Sequence[tuple[str, str, Stretch]]) -> None:
+        """Keep the stretches of a group commit (after it committed)."""
+        with self._lock:
+            for vehicle, agent, stretch in found:
+                if self._count >= self.limit:
+                    return
+                mine = self._by.setdefault((vehicle, agent), {})
+                if stretch.first not in mine:
+                    mine[stretch.first] = stretch
+                    self._count += 1
+
+    def take(self, vehicle: str, agent: str, first: int) -> Stretch | None:
+        """The stretch starting at ``first``, no longer kept; None when there is none."""
+        with self._lock:
+            mine = self._by.get((vehicle, agent))
+            found = mine.pop(first, None) if mine else None
+            if found is not None:
+                self._count -= 1
+            return found
+
+    def forget(self, vehicle: str, agent: str, upto: int) -> None:
+        """Drop the agent's stretches starting at or before ``upto`` (walked past)."""
+        with self._lock:
+            mine = self._by.get((vehicle, agent))
+            if mine is None:
+                return
+            for first in [first for first in mine if first <= upto]:
+                del mine[first]
+                self._count -= 1
+            if not mine:
+                del self._by[(vehicle, agent)]
+
+
 def content(record_json: str) -> dict[str, Any]:
     """A stored record without its chain fields (what two copies of one frame share)."""
     rec: dict[str, Any] = orjson.loads(record_json)
@@ -82,12 +146,16 @@ def content(record_json: str) -> dict[str, Any]:
 
 
 def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
-               rows: Sequence[list[tuple[Any, ...]]], news: Sequence[int]) -> None:
+               rows: Sequence[list[tuple[Any, ...]]], news: Sequence[int],
+               stretches: bool = False) -> list[tuple[str, str, Stretch]]:
     """Inside the transaction of a group of batches (``None``: a batch without a chain part),
     after their records (each stored one with its hash in its row): their hash-only entries,
     the conflicts each batch's records make with what is stored (``rows``: each batch's record
     rows, ``news``: how many of them were new), their checkpoints. The hash-only entries of
-    every batch are inserted together, and so are the checkpoints."""
+    every batch are inserted together, and so are the checkpoints. With ``stretches`` (a live
+    verifier is running), each batch stored whole is checked inside (every ``prev`` against the
+    hash before it; a break is an ``integrity`` row, as the verifier writes) and returned as a
+    :class:`Stretch` for the verifier, to be handed over once committed."""
     entries = [(p.vehicle, p.agent, s, h, prev, st, p.received_ms)
                for p in parts if p is not None for s, h, prev, st in p.links if st != "stored"]
     if entries:
@@ -100,13 +168,44 @@ def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
         (p.vehicle, p.agent, [s for s, _, _, _ in p.links], news[i] < len(rows[i]))
         for i in chained if (p := parts[i]) is not None])
     known = dict(zip(chained, stored, strict=True))
+    found: list[tuple[str, str, Stretch]] = []
+    breaks: list[tuple[Any, ...]] = []
     for i, (part, mine, new) in enumerate(zip(parts, rows, news, strict=True)):
         if part is not None:
             _conflicts(store, tx, part, mine, new, known.get(i, {}))
+            if stretches and not part.conflicts and new == len(mine) == len(part.links):
+                stretch = _checked_inside(part, breaks)
+                if stretch is not None:
+                    found.append((part.vehicle, part.agent, stretch))
+    if breaks:
+        store._executemany(tx, INSERT_INTEGRITY, breaks)
     checkpoints = [(p.vehicle, p.agent, *p.checkpoint, p.received_ms)
                    for p in parts if p is not None and p.checkpoint is not None]
     if checkpoints:
         store._executemany(tx, INSERT_CHECKPOINT, checkpoints)
+    return found
+
+
+def _checked_inside(part: ChainPart, breaks: list[tuple[Any, ...]]) -> Stretch | None:
+    """A batch whose records were all new and stored, in seq order with no gap: each ``prev``
+    checked against the hash before it (a break added to ``breaks``), and the batch as a
+    :class:`Stretch`. None (nothing checked) for any other batch: the verifier reads it."""
+    links = part.links
+    if not links:
+        return None
+    first, expected, prev, _ = links[0]
+    seq = first
+    found = []
+    for at, digest, before, _ in links[1:]:
+        if at != seq + 1:
+            return None
+        if before != expected:
+            found.append(at)
+        seq, expected = at, digest
+    breaks.extend((part.vehicle, part.agent, at, "chain_break",
+                   "prev is not the hash of the record before it", None, part.received_ms)
+                  for at in found)
+    return Stretch(first, prev, seq, expected)
 
 
 def _conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...]], new: int,

@@ -2,7 +2,8 @@
 
 A background thread, every ``interval_s``: for each agent, the chain received since the last
 pass (the stored records' hashes and ``prev`` in their rows, the hash-only entries of ``links``,
-collector/store_chain.py) is walked as far as they are contiguous (live records run ahead of a backlog, so a stretch
+collector/store_chain.py; a batch the ingest of this process stored whole was checked inside as
+it was committed and handed over as a stretch, of which only the ends are left to walk) is walked as far as they are contiguous (live records run ahead of a backlog, so a stretch
 is verified once the seqs before it have arrived): each ``prev`` must be the hash of the record
 before it. Each new checkpoint is verified against the keyring (a key certified for the vehicle,
 valid when the checkpoint was received) and against the hash of the record at its seq once that
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from collector.store import Store
-from collector.store_chain import INSERT_INTEGRITY, received_hash
+from collector.store_chain import INSERT_INTEGRITY, Stretches
 from protocols.chain import GENESIS, Checkpoint, checkpoint_valid
 from protocols.identity import IdentityError, load_cert_file
 from protocols.keyring import Keyring, load_keyring
@@ -46,6 +47,8 @@ class ChainVerifier:
         self._stamp: tuple[int, int] | None = None
         self.keyring = Keyring([])
         self._reload()
+        if store.fresh_stretches is None:  # the ingest hands over what it checked
+            store.fresh_stretches = Stretches()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chain-verifier", daemon=True)
 
@@ -86,27 +89,54 @@ class ChainVerifier:
         read = self.store._read
         state = {(v, a): (int(s), str(h)) for v, a, s, h in read(
             "SELECT vehicle, agent, seq, hash FROM chain_state")}
+        fresh = self.store.fresh_stretches
+        assert fresh is not None  # set in __init__
         for vehicle, agent, top in self._agents():
             seq, expected = state.get((vehicle, agent), (0, GENESIS))
             if int(top) <= seq:
+                fresh.forget(vehicle, agent, seq)
                 continue
             start = seq
-            for link_seq, digest, prev in self._page(vehicle, agent, seq):
-                if link_seq != seq + 1:
-                    break  # not contiguous yet: the rest waits for the seqs before it
-                if prev != expected:
-                    events.append((vehicle, agent, link_seq, "chain_break",
-                                   "prev is not the hash of the record before it", None, now))
-                seq, expected = link_seq, digest
+            paged = False
+            while True:
+                # a stretch the ingest committed and checked inside: only where it meets the
+                # chain before it is left to check
+                stretch = fresh.take(vehicle, agent, seq + 1)
+                if stretch is not None:
+                    if stretch.prev != expected:
+                        events.append((vehicle, agent, stretch.first, "chain_break",
+                                       "prev is not the hash of the record before it", None,
+                                       now))
+                    seq, expected = stretch.last, stretch.hash
+                    continue
+                if paged:
+                    break  # one page read from the store per agent and pass
+                paged, before = True, seq
+                for link_seq, digest, prev in self._page(vehicle, agent, seq):
+                    if link_seq != seq + 1:
+                        break  # not contiguous yet: the rest waits for the seqs before it
+                    if prev != expected:
+                        events.append((vehicle, agent, link_seq, "chain_break",
+                                       "prev is not the hash of the record before it", None,
+                                       now))
+                    seq, expected = link_seq, digest
+                if seq == before:
+                    break
+            fresh.forget(vehicle, agent, seq)
             if seq != start:
                 cursors.append((vehicle, agent, seq, str(expected)))
         checked: list[tuple[Any, ...]] = []
-        for vehicle, agent, seq, digest, kid, sig, received in read(
-            "SELECT vehicle, agent, seq, hash, key, sig, received_ms FROM checkpoints "
-            "WHERE state = 'new' LIMIT ?", (PAGE,)
+        # each new checkpoint with the hash received at its seq (its link's, else its record's:
+        # collector/store_chain.py), in one query
+        for vehicle, agent, seq, digest, kid, sig, received, link, own in read(
+            "SELECT c.vehicle, c.agent, c.seq, c.hash, c.key, c.sig, c.received_ms, l.hash, "
+            "r.hash FROM checkpoints c LEFT JOIN links l ON l.vehicle = c.vehicle AND "
+            "l.agent = c.agent AND l.seq = c.seq LEFT JOIN records r ON r.vehicle = c.vehicle "
+            "AND r.agent = c.agent AND r.seq = c.seq WHERE c.state = 'new' LIMIT ?", (PAGE,)
         ):
             verdict = self._checkpoint(vehicle, agent, Checkpoint(int(seq), digest, kid, sig),
-                                       int(received), events, now)
+                                       int(received), link if link is not None else own,
+                                       events, now)
             if verdict is not None:
                 checked.append((verdict, vehicle, agent, seq, kid))
         self.store.apply([
@@ -168,7 +198,9 @@ class ChainVerifier:
         return out
 
     def _checkpoint(self, vehicle: str, agent: str, cp: Checkpoint, received_ms: int,
-                    events: list[tuple[Any, ...]], now: int) -> str | None:
+                    link: str | None, events: list[tuple[Any, ...]], now: int) -> str | None:
+        """The verdict on a checkpoint (``link``: the hash received at its seq, None when its
+        record has not arrived yet): ``good``, ``bad``, or None (not yet)."""
         entry = self.keyring.checkpoint_signer(vehicle, agent, cp.key)
         if entry is None or not entry.valid_at(received_ms) or not checkpoint_valid(
             entry.key, vehicle, agent, cp
@@ -177,7 +209,6 @@ class ChainVerifier:
                            "checkpoint not signed by a key certified for this vehicle (or, for operator "
                            "entries, for a collector)", None, now))
             return "bad"
-        link = received_hash(self.store, vehicle, agent, cp.seq)
         if link is None:
             return None  # its record has not arrived yet
         if link != cp.hash:

@@ -211,3 +211,63 @@ def test_the_live_verifier_finds_a_break_in_the_rows(store_url: str,
         assert store._read("SELECT seq FROM chain_state")[0][0] == 6
     finally:
         store.close()
+
+
+def test_stretches_the_ingest_hands_the_verifier(store_url: str,
+                                                 signed: tuple[Path, Keyring, object]) -> None:
+    # With a live verifier running, a batch stored whole is checked inside as it is committed
+    # (a break there is found by the ingest) and handed over as a stretch: the verifier checks
+    # where it meets the chain before it. What it was not handed it reads from the store.
+    folder, keyring, key = signed
+    store = open_store(store_url)
+    try:
+        verifier = ChainVerifier(store, folder / "ca.crt", folder / "keyring.json")
+        recs = _records("a1", 9, broken=2)   # seq 2 names another record before it
+        recs[6]["prev"] = "e" * 64           # and seq 7 too (the first of the third batch)
+        for seq in range(7, 10):             # (the chain goes on from seq 7 as it now is)
+            if seq > 7:
+                recs[seq - 1]["prev"] = record_hash(recs[seq - 2])
+        ingest = Ingest(store, lambda: frozenset({A}))
+        for part in (recs[0:3], recs[3:6], recs[6:9]):
+            last = part[-1]
+            cp = sign_checkpoint(key, A, "a1", int(str(last["seq"])),  # type: ignore[arg-type]
+                                 record_hash(last)).json()
+            ingest.handle(TOPIC, encode_batch(A, "a1", part, checkpoint=cp))
+        # seq 2's break was found inside its batch, at ingest
+        assert [tuple(r) for r in store._read("SELECT seq, cause FROM integrity")] == [
+            (2, "chain_break")]
+        assert verifier.run_once() == 1      # seq 7: where the third stretch meets the second
+        assert sorted(tuple(r) for r in store._read("SELECT seq, cause FROM integrity")) == [
+            (2, "chain_break"), (7, "chain_break")]
+        assert store._read("SELECT seq FROM chain_state")[0][0] == 9
+        assert store._read("SELECT count(*) FROM checkpoints WHERE state = 'good'")[0][0] == 3
+        assert store.fresh_stretches is not None
+        assert store.fresh_stretches.take(A, "a1", 4) is None   # walked: none kept
+        # frota verify finds the same from the records themselves
+        found = {(p.seq, p.cause) for p in check_store(store, keyring).problems}
+        assert {(2, "chain_break"), (7, "chain_break")} <= found
+        # a resend is not handed over (nothing new stored): the verifier has nothing to redo
+        ingest.handle(TOPIC, encode_batch(A, "a1", recs[3:6]))
+        assert store.fresh_stretches.take(A, "a1", 4) is None
+        assert verifier.run_once() == 0
+    finally:
+        store.close()
+
+
+def test_a_stretch_past_a_gap_waits_for_the_seqs_before_it(
+        store_url: str, signed: tuple[Path, Keyring, object]) -> None:
+    folder, keyring, _ = signed
+    store = open_store(store_url)
+    try:
+        verifier = ChainVerifier(store, folder / "ca.crt", folder / "keyring.json")
+        recs = _records("a1", 6)
+        ingest = Ingest(store, lambda: frozenset({A}))
+        ingest.handle(TOPIC, encode_batch(A, "a1", recs[3:]))   # live records first
+        assert verifier.run_once() == 0
+        assert store._read("SELECT count(*) FROM chain_state")[0][0] == 0
+        ingest.handle(TOPIC, encode_batch(A, "a1", recs[:3]))   # then the backlog
+        assert verifier.run_once() == 0
+        assert store._read("SELECT seq FROM chain_state")[0][0] == 6
+        assert _problems(store, keyring) == {("a1", 1, "unsigned")}
+    finally:
+        store.close()
