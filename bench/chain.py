@@ -104,6 +104,7 @@ def _chain_off() -> Iterator[None]:
     import collector.ingest as ingest_module
 
     saved = getattr(intake, "record_hash")  # noqa: B009 (the function the bench switches off)
+    saved_batch = getattr(intake, "record_hashes")  # noqa: B009
     original = intake.prepare
 
     def prepare(*args: Any, **kwargs: Any) -> Any:
@@ -113,11 +114,13 @@ def _chain_off() -> Iterator[None]:
 
     # no hash computed: none in the records' rows (their prev is the record's own field)
     setattr(intake, "record_hash", lambda rec: None)  # noqa: B010 (the bench's switch)
+    setattr(intake, "record_hashes", lambda recs: [None] * len(recs))  # noqa: B010
     setattr(ingest_module, "prepare", prepare)  # noqa: B010
     try:
         yield
     finally:
         setattr(intake, "record_hash", saved)  # noqa: B010
+        setattr(intake, "record_hashes", saved_batch)  # noqa: B010
         setattr(ingest_module, "prepare", original)  # noqa: B010
 
 
@@ -128,11 +131,14 @@ def _two_step_canonical() -> Iterator[None]:
     from protocols import canonical
 
     saved = canonical._flat_record
+    saved_batch = getattr(intake, "record_hashes")  # noqa: B009
     setattr(canonical, "_flat_record", lambda rec: None)  # noqa: B010 (the bench's switch)
+    setattr(intake, "record_hashes", lambda recs: [None] * len(recs))  # noqa: B010
     try:
         yield
     finally:
         setattr(canonical, "_flat_record", saved)  # noqa: B010
+        setattr(intake, "record_hashes", saved_batch)  # noqa: B010
 
 
 def _feed(ingest: Ingest, topic: str, payloads: list[bytes], pipelined: bool) -> None:

@@ -271,3 +271,21 @@ def test_a_stretch_past_a_gap_waits_for_the_seqs_before_it(
         assert _problems(store, keyring) == {("a1", 1, "unsigned")}
     finally:
         store.close()
+
+
+def test_the_batch_hashes_are_each_records_hash() -> None:
+    # collector/intake.py hashes a batch's records together (protocols/canonical_batch.py):
+    # record by record the hash record_hash gives, or None where that path steps aside
+    from collector.intake import record_hashes
+    from protocols.chain import try_hash
+
+    recs: list[object] = list(_records("a1", 3))
+    assert record_hashes(recs) == [try_hash(r) for r in recs]
+    # a double the batch path does not write (in [1e-6, 1e-5)): that record alone is left
+    odd = {**speed(A, 9, 61.0), "x": 1e-6}
+    assert record_hashes([*recs, odd]) == [*(try_hash(r) for r in recs), None]
+    # one record the batch path cannot take (nested, or not a record) leaves every record to
+    # record_hash: the hashes it gives are still each record's own
+    mixed = [*recs, {"x": [1]}, 7]
+    got = record_hashes(mixed)
+    assert all(h is None or h == try_hash(r) for h, r in zip(got, mixed, strict=True))
