@@ -41,9 +41,16 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
-def test_bahia_night_trip_reports_two_drivers(rendered: dict[str, Path]) -> None:
-    got = findings(frota("check", "--registry", str(SCENARIOS / "ba-night.registry.json"),
-                         str(rendered["ba-night"])))
+@pytest.fixture(scope="module")
+def ba_night(rendered: dict[str, Path]) -> subprocess.CompletedProcess[str]:
+    """``frota check`` of the Bahia night trip in time order (two tests read it)."""
+    return frota("check", "--registry", str(SCENARIOS / "ba-night.registry.json"),
+                 str(rendered["ba-night"]))
+
+
+def test_bahia_night_trip_reports_two_drivers(
+        ba_night: subprocess.CompletedProcess[str]) -> None:
+    got = findings(ba_night)
     (two,) = [f for f in got if f["rule"] == "driver.two_drivers"]
     assert two["profile"] == "BA"
     assert two["driver"] == "D-3001"  # the card 07700112233 mapped through the registry
@@ -58,10 +65,11 @@ def test_clean_sao_paulo_trip_has_no_driver_or_speed_finding(rendered: dict[str,
     assert [f for f in got if f["rule"].startswith(("driver.", "speed."))] == []
 
 
-def test_any_order_and_stdin_give_the_same_output(rendered: dict[str, Path],
-                                                  tmp_path: Path) -> None:
+def test_any_order_and_stdin_give_the_same_output(
+        rendered: dict[str, Path], ba_night: subprocess.CompletedProcess[str],
+        tmp_path: Path) -> None:
     registry = str(SCENARIOS / "ba-night.registry.json")
-    ordered = frota("check", "--registry", registry, str(rendered["ba-night"]))
+    ordered = ba_night
     lines = rendered["ba-night"].read_text().splitlines()
     random.Random(7).shuffle(lines)
     shuffled = tmp_path / "shuffled.jsonl"
