@@ -36,7 +36,7 @@ from typing import Any, Final
 
 import orjson
 
-from collector import disc, disc_summary, store_disc
+from collector import disc, disc_summary, speed_minutes, store_disc
 from collector.registry import Registry
 from collector.retention import DailyJob, advisory_lease, cutoff_ms, local_day, vehicle_profile
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
@@ -175,6 +175,7 @@ def compact_day(store: Store, vehicle: str, day: date, start: int, end: int, *, 
         if stop_kmh is not None:
             disc_summary.write(store, tx, vehicle, name, texts, start, end, stop_kmh)
         store._executemany(tx, "DELETE FROM records WHERE id = ?", ids)
+        speed_minutes.forget(store, tx, vehicle, start, end)
         store._executemany(tx, "DELETE FROM disc_reopened WHERE vehicle = ? AND day = ?",
                            [(vehicle, name)])
     store.disc_watermarks.ends[vehicle] = max(end, store.disc_watermarks.ends.get(vehicle, end))
@@ -272,6 +273,18 @@ def summarize_missing(store: Store, profiles: Mapping[str, Profile], *,
         return 0, 0
     return disc_summary.backfill(store, profiles[DEFAULT_PROFILE].stop_kmh, budget_s=budget_s,
                                  pause_s=pause_s, dry_run=dry_run)
+
+
+def rebuild_minutes(store: Store, profiles: Mapping[str, Profile]) -> int:
+    """Give the vehicles whose rows were stored before migration ``019_speed_minutes`` the
+    per-minute summary of their rows the *Disco do dia* reads (collector/speed_minutes.py); how
+    many vehicles. Each vehicle is one transaction (about a second for three days at 1 Hz)."""
+    if DEFAULT_PROFILE not in profiles:
+        return 0
+    waiting = speed_minutes.pending(store)
+    for vehicle in waiting:
+        speed_minutes.rebuild(store, vehicle, profiles[DEFAULT_PROFILE].stop_kmh)
+    return len(waiting)
 
 
 def compact_lease(store: Store) -> AbstractContextManager[bool]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Final
 
-from collector import store_disc
+from collector import speed_minutes, store_disc
 from collector.registry import Registry
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
 from collector.store import Store
@@ -199,6 +199,10 @@ def _prune_vehicle(store: Store, vehicle: str, before_ms: int, batch_rows: int, 
                     [(vehicle, row[1], row[2]) for row in rows])
         deleted += len(rows)
         if len(rows) < batch_rows:
+            with store._lock, store._transaction() as tx:   # their minutes (the Disco do dia's)
+                speed_minutes.forget(store, tx, vehicle, -(1 << 62), before_ms)
+                if held:    # the held rows' minutes again from the rows
+                    speed_minutes.mark_pending(store, tx, vehicle)
             return deleted, held
         time.sleep(pause_s)  # let the ingest's next commit in between two batches
 

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 import orjson
 
-from collector import store_chain, store_disc
+from collector import speed_minutes, store_chain, store_disc
 from collector import store_rejects as rejects_bound
 from collector.store_chain import ChainPart, Stretches
 from collector.store_rejects import RejectsTally
@@ -266,6 +266,8 @@ class Store(StoreSummaries, ABC):
                 # Each kind of row of the whole group in one statement where the backend can
                 # (collector/store_pg.py: one round trip each, not one per batch).
                 counts = self._counted_inserts(tx, INSERT_RECORD, [rows for rows, _, _ in groups])
+                speed_minutes.add(self, tx, [rows for rows, _, _ in groups], counts,
+                                  speed_minutes.default_stop_kmh())  # the Disco do dia's
                 parts = [chains[i] if i < len(chains) else None for i in range(len(groups))]
                 fresh = self.fresh_stretches
                 found = store_chain.write_many(self, tx, parts,

@@ -286,12 +286,15 @@ def reopen_for(store: Store, tx: Any, rows: Sequence[tuple[Any, ...]], now_ms: i
 def reopen(store: Store, tx: Any, day: DiscDay, now_ms: int) -> list[DayRow]:
     """Turn a compacted day back into rows (inside ``tx``), mark it for compaction again and
     check its chain again; its rows."""
+    from collector import speed_minutes
     from collector.store import INSERT_RECORD
 
     got = day_rows(store, day, query=True)
     ends = folded_ends(store, day, query=True)
     unfold(store, tx, day, got, "stored")
     store._executemany(tx, INSERT_RECORD, [r.row(day.vehicle) for r in got])
+    speed_minutes.reopened(store, tx, day.vehicle, day.day_start_ms, day.day_end_ms,
+                           speed_minutes.default_stop_kmh())
     store._executemany(tx, "DELETE FROM disc_days WHERE vehicle = ? AND day = ?",
                        [(day.vehicle, day.day)])
     store._executemany(tx, "DELETE FROM disc_reopened WHERE vehicle = ? AND day = ?",

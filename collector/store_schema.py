@@ -115,6 +115,12 @@ def _pg_truncate_guard(function: str, message: str, replace: bool) -> str:
     )
 
 
+#: Migration 019's second half: the vehicles whose rows came before it wait for their minutes.
+_SPEED_MINUTES_PENDING: Final = """
+    CREATE TABLE speed_minutes_pending (vehicle TEXT PRIMARY KEY);
+    INSERT INTO speed_minutes_pending (vehicle) SELECT vehicle FROM vehicles
+"""
+
 MIGRATIONS: Final[tuple[Migration, ...]] = (
     Migration(
         "001_records",
@@ -456,5 +462,31 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                     r.hash = l.hash
                 """),
         ),
+    ),
+    Migration(
+        # What the Disco do dia draws of a day still as rows, per vehicle, sample kind and UTC
+        # minute, kept by the ingest in the transaction that stores the records
+        # (collector/speed_minutes.py); the vehicles that had rows before it are pending until
+        # their minutes are rebuilt from the rows (frota collector compact, the daily job).
+        "020_speed_minutes",
+        per_dialect=(("sqlite", """
+            CREATE TABLE speed_minutes (vehicle TEXT NOT NULL, kind TEXT NOT NULL,
+                minute_ms BIGINT NOT NULL, n INTEGER NOT NULL, max_kmh DOUBLE PRECISION NOT NULL,
+                max_ts BIGINT NOT NULL, min_kmh DOUBLE PRECISION NOT NULL,
+                first_ts BIGINT NOT NULL, last_ts BIGINT NOT NULL,
+                last_kmh DOUBLE PRECISION NOT NULL, incoming DOUBLE PRECISION NOT NULL,
+                moving_in BIGINT NOT NULL, internal DOUBLE PRECISION NOT NULL,
+                moving BIGINT NOT NULL, stop_kmh DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (vehicle, kind, minute_ms)) WITHOUT ROWID;
+            """ + _SPEED_MINUTES_PENDING), ("postgresql", """
+            CREATE TABLE speed_minutes (vehicle TEXT NOT NULL, kind TEXT NOT NULL,
+                minute_ms BIGINT NOT NULL, n INTEGER NOT NULL, max_kmh DOUBLE PRECISION NOT NULL,
+                max_ts BIGINT NOT NULL, min_kmh DOUBLE PRECISION NOT NULL,
+                first_ts BIGINT NOT NULL, last_ts BIGINT NOT NULL,
+                last_kmh DOUBLE PRECISION NOT NULL, incoming DOUBLE PRECISION NOT NULL,
+                moving_in BIGINT NOT NULL, internal DOUBLE PRECISION NOT NULL,
+                moving BIGINT NOT NULL, stop_kmh DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (vehicle, kind, minute_ms));
+            """ + _SPEED_MINUTES_PENDING)),
     ),
 )

@@ -13,12 +13,13 @@ import operator
 from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import accumulate, compress
+from functools import reduce
+from itertools import compress
 from typing import Any
 
 import orjson
 
-from collector import disc_summary
+from collector import disc_summary, speed_minutes
 from collector.registry import Registry
 from collector.store import Store
 from collector.web.localtime import Day
@@ -164,9 +165,15 @@ def vehicle_day(store: Store, registry: Registry, vehicle: str, day: Day,
     """Read a vehicle's day: per-minute speed, moving time, distance, events."""
     out = VehicleDay(vehicle, day)
     if not _summarized(out, store, stop_kmh):
-        ts, kmh, out.source = _speed_columns(store, vehicle, day.lo_ms, day.hi_ms)
-        out.samples = len(ts)
-        _trace_columns(out, ts, kmh, stop_kmh)
+        found = speed_minutes.read_day(store, vehicle, day.lo_ms, day.hi_ms, stop_kmh) \
+            if isinstance(store, Store) else None   # the agent's buffer keeps none
+        if found is not None:      # a day as rows, from its minutes kept at ingest
+            out.source = found[0]
+            _trace_minutes(out, found[1], stop_kmh)
+        else:
+            ts, kmh, out.source = _speed_columns(store, vehicle, day.lo_ms, day.hi_ms)
+            out.samples = len(ts)
+            _trace_columns(out, ts, kmh, stop_kmh)
     for rec in map(orjson.loads, store.events(vehicle, day.lo_ms - 24 * 3_600_000, day.lo_ms,
                                                exact=False)):
         if rec["kind"] == "driver" and rec.get("slot") == 1:
@@ -211,7 +218,10 @@ def _trace(out: VehicleDay, speeds: list[tuple[int, float]], stop_kmh: float) ->
 
 
 def _trace_columns(out: VehicleDay, ts: list[int], kmh: list[float], stop_kmh: float) -> None:
-    """:func:`_trace` of the samples as two lists (ts ms, km/h), as the store reads them."""
+    """:func:`_trace` of the samples as two lists (ts ms, km/h), as the store reads them. The
+    distance adds, minute by minute in order, the step into the minute's first sample (but for
+    the day's first) plus the minute's own steps added from 0.0 — the additions the per-minute
+    summary of a day as rows (collector/speed_minutes.py) makes, so both give the same bits."""
     day = out.day
     n = max(1, (day.hi_ms - day.lo_ms + MINUTE_MS - 1) // MINUTE_MS)
     out.minutes = [None] * n
@@ -222,20 +232,47 @@ def _trace_columns(out: VehicleDay, ts: list[int], kmh: list[float], stop_kmh: f
         # a gap longer than GAP_MS, or two samples in one millisecond: that step counts nothing
         steps = [dt if 0 < dt <= GAP_MS else 0 for dt in steps]
     before = kmh[:-1]
-    travelled = list(accumulate(map(operator.mul, before, steps), initial=0.0))  # km/h x ms
+    products = list(map(operator.mul, before, steps))   # km/h x ms of the step k -> k + 1
     out.moving_ms = sum(compress(steps, map(stop_kmh.__le__, before)))
     lo = day.lo_ms
     cuts = [bisect_left(ts, lo + i * MINUTE_MS) for i in range(n)] + [len(ts)]
+    travelled = 0.0
     for i in range(n):
         a, b = cuts[i], cuts[i + 1]
         if a < b:
             piece = kmh[a:b]
             top = max(piece)
             out.minutes[i] = (top, min(piece), top >= stop_kmh)
-            out.distance.append((lo + i * MINUTE_MS, travelled[b - 1] / 3_600_000))
-    out.distance_km = travelled[-1] / 3_600_000
+            own = reduce(operator.add, products[a:b - 1], 0.0)
+            travelled += own if a == 0 else products[a - 1] + own
+            out.distance.append((lo + i * MINUTE_MS, travelled / 3_600_000))
+    out.distance_km = travelled / 3_600_000
     best = max(kmh)
     out.max_kmh, out.max_at_ms = best, ts[kmh.index(best)]
+
+
+def _trace_minutes(out: VehicleDay, minutes: list[speed_minutes.Minute], stop_kmh: float) -> None:
+    """:func:`_trace_columns` from the day's per-minute summary (collector/speed_minutes.py,
+    judged at ``stop_kmh``): the same figures, read from at most 1,440 rows."""
+    day = out.day
+    n = max(1, (day.hi_ms - day.lo_ms + MINUTE_MS - 1) // MINUTE_MS)
+    out.minutes = [None] * n
+    lo = day.lo_ms
+    travelled = 0.0
+    for k, m in enumerate(minutes):
+        i = (m.minute_ms - lo) // MINUTE_MS
+        out.minutes[i] = (m.max_kmh, m.min_kmh, m.max_kmh >= stop_kmh)
+        if k == 0:      # the day's first sample: its step comes from the day before
+            travelled += m.internal
+            out.moving_ms += m.moving
+        else:
+            travelled += m.incoming + m.internal
+            out.moving_ms += m.moving_in + m.moving
+        out.distance.append((lo + i * MINUTE_MS, travelled / 3_600_000))
+        if out.max_kmh is None or m.max_kmh > out.max_kmh:
+            out.max_kmh, out.max_at_ms = m.max_kmh, m.max_ts
+        out.samples += m.n
+    out.distance_km = travelled / 3_600_000
 
 
 # -- a driver's day ----------------------------------------------------------------------------

@@ -174,6 +174,7 @@ def run_compact(args: argparse.Namespace) -> int:
             # days compacted before their disc summary existed get it (docs/collector.md)
             summarized, left = compaction.summarize_missing(store, load_profiles(),
                                                             dry_run=args.dry_run)
+            rebuilt = 0 if args.dry_run else compaction.rebuild_minutes(store, load_profiles())
     except StoreError as err:
         raise UserError(str(err)) from err
     finally:
@@ -192,6 +193,9 @@ def run_compact(args: argparse.Namespace) -> int:
     elif summarized:
         print(f"compact: summarized {summarized} vehicle-days compacted without a disc summary",
               file=sys.stderr)
+    if rebuilt:
+        print(f"compact: summarized the rows of {rebuilt} vehicles stored before the per-minute "
+              "summary", file=sys.stderr)
     return 0
 
 
