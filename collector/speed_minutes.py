@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 GAP_MS: Final = 60_000
 MINUTE_MS: Final = 60_000
 _KMH: Final = '"kmh":'
+#: First key of the PostgreSQL advisory locks that serialize a vehicle's minutes (the two-key
+#: space: apart from the single-key leases of the prune and the compaction).
+LOCK_CLASS: Final = 19
 KINDS: Final = ("speed", "position")
 COLUMNS: Final = ("minute_ms", "n", "max_kmh", "max_ts", "min_kmh", "first_ts", "last_ts",
                   "last_kmh", "incoming", "moving_in", "internal", "moving", "stop_kmh")
@@ -196,6 +199,7 @@ def add(store: Store, tx: Any, groups: Sequence[Sequence[tuple[Any, ...]]],
             kmh = kmh_of(row[9])
             if kmh is not None:
                 by_key.setdefault(key, []).append((int(row[4]), kmh))
+    _serialize(store, {vehicle for vehicle, _ in by_key})
     latest = _latest(store, [key for key in by_key if key not in resent])
     upserts: list[tuple[Any, ...]] = []
     for (vehicle, kind), samples in by_key.items():
@@ -214,6 +218,17 @@ def add(store: Store, tx: Any, groups: Sequence[Sequence[tuple[Any, ...]]],
             recompute(store, tx, vehicle, kind, lo, hi, stop_kmh)
     if upserts:
         store._executemany(tx, UPSERT, upserts)
+
+
+def _serialize(store: Store, vehicles: set[str]) -> None:
+    """On PostgreSQL, inside the transaction: wait for any other collector's transaction
+    updating these vehicles' minutes (an advisory lock per vehicle until commit, in the
+    two-key space :data:`LOCK_CLASS`, taken in name order), so that two collectors sharing the
+    ingest never extend the same latest minute at once. SQLite has one writer."""
+    if vehicles and store.dialect == "postgresql":
+        store._query("SELECT count(pg_advisory_xact_lock(?, hashtext(v))) FROM "
+                     "(SELECT unnest(?::text[]) AS v ORDER BY 1) AS named",
+                     (LOCK_CLASS, sorted(vehicles)))
 
 
 @cache
@@ -269,6 +284,7 @@ def rebuild(store: Store, vehicle: str, stop_kmh: float) -> None:
     """Every minute of a vehicle's rows from the rows, in one transaction (the ingest waits for
     it: about a second for three days at 1 Hz); the vehicle is no longer pending."""
     with store._lock, store._transaction() as tx:
+        _serialize(store, {vehicle})
         store._executemany(tx, "DELETE FROM speed_minutes WHERE vehicle = ?", [(vehicle,)])
         for kind in KINDS:
             minutes: dict[int, Minute] = {}
