@@ -113,7 +113,7 @@ def _summarize(db: Path, vehicle: str, days: list[date]) -> None:
             if found and disc_summary.read(store, vehicle, one.isoformat()) is None:
                 disc_summary.add(store, found[0], stop_kmh)
                 print(f"summarized {vehicle} {one} (compacted without a summary)")
-        if speed_minutes.is_pending(store, vehicle):  # its rows stored before migration 019
+        if speed_minutes.is_pending(store, vehicle):  # its rows stored before migration 020
             speed_minutes.rebuild(store, vehicle, stop_kmh)
             print(f"summarized {vehicle}'s rows per minute (stored before the summary)")
     finally:
@@ -175,7 +175,7 @@ def main() -> None:
                     return run
 
                 def without_minutes(run: Callable[[], int]) -> Callable[[], int]:
-                    """The page drawn from the day's rows (as before migration 019)."""
+                    """The page drawn from the day's rows (as before migration 020)."""
                     def patched() -> int:
                         kept = speed_minutes.read_day
                         speed_minutes.read_day = lambda *_: None

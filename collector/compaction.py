@@ -276,7 +276,7 @@ def summarize_missing(store: Store, profiles: Mapping[str, Profile], *,
 
 
 def rebuild_minutes(store: Store, profiles: Mapping[str, Profile]) -> int:
-    """Give the vehicles whose rows were stored before migration ``019_speed_minutes`` the
+    """Give the vehicles whose rows were stored before migration ``020_speed_minutes`` the
     per-minute summary of their rows the *Disco do dia* reads (collector/speed_minutes.py); how
     many vehicles. Each vehicle is one transaction (about a second for three days at 1 Hz)."""
     if DEFAULT_PROFILE not in profiles:

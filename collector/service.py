@@ -163,7 +163,7 @@ def daily_compaction(store: Store, config: CollectorConfig) -> compaction.DailyC
         if summarized or left:
             log.info("compact: summarized %d vehicle-days compacted without a disc summary, "
                      "%d left", summarized, left)
-        rebuilt = compaction.rebuild_minutes(store, profiles)  # rows from before migration 019
+        rebuilt = compaction.rebuild_minutes(store, profiles)  # rows from before migration 020
         if rebuilt:
             log.info("compact: summarized the rows of %d vehicles per minute", rebuilt)
         return done

@@ -1,5 +1,5 @@
 """Per minute, what the *Disco do dia* draws of a vehicle's speed samples still stored as rows
-(migration ``019_speed_minutes``; docs/pages.md, "Storage").
+(migration ``020_speed_minutes``; docs/pages.md, "Storage").
 
 A day as rows (today, yesterday: before the compaction job makes it one ``disc_days`` row with
 its summary, collector/disc_summary.py) used to be drawn from its 86,400 speed rows at 1 Hz, read
@@ -271,7 +271,7 @@ def mark_pending(store: Store, tx: Any, vehicle: str) -> None:
 
 
 def pending(store: Store) -> list[str]:
-    """Vehicles whose minutes are not kept yet (rows stored before migration 019)."""
+    """Vehicles whose minutes are not kept yet (rows stored before migration 020)."""
     return sorted(str(v) for (v,) in store._read("SELECT vehicle FROM speed_minutes_pending"))
 
 

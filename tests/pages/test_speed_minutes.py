@@ -1,5 +1,5 @@
 """The *Disco do dia* of a day still as rows, from the per-minute summary the ingest keeps
-(collector/speed_minutes.py, migration 019): the page it draws is the page of the rows — the same
+(collector/speed_minutes.py, migration 020): the page it draws is the page of the rows — the same
 figures to the last bit, events, SVGs — on the scenario store's days, after records arrive in
 order, late, twice, at one instant, in a day reopened from compaction; a vehicle whose rows
 predate the summary is read from its rows until its minutes are rebuilt. Both backends."""
@@ -127,8 +127,8 @@ def test_a_store_from_before_the_minutes_reads_its_rows_until_rebuilt(
     import collector.store_sqlite
     from collector.store_schema import MIGRATIONS
 
-    before = [m.name for m in MIGRATIONS].index("019_speed_minutes")
-    with monkeypatch.context() as m:      # the release before migration 019
+    before = [m.name for m in MIGRATIONS].index("020_speed_minutes")
+    with monkeypatch.context() as m:      # the release before migration 020
         for module in (collector.store_sqlite, collector.store_pg):
             m.setattr(module, "MIGRATIONS", MIGRATIONS[:before])
         older = open_store(store_url)
