@@ -199,7 +199,10 @@ def add(store: Store, tx: Any, groups: Sequence[Sequence[tuple[Any, ...]]],
             kmh = kmh_of(row[9])
             if kmh is not None:
                 by_key.setdefault(key, []).append((int(row[4]), kmh))
-    _serialize(store, {vehicle for vehicle, _ in by_key})
+    busy = _try_serialize(store, {vehicle for vehicle, _ in by_key})
+    for vehicle in sorted(busy):    # another collector's transaction holds its minutes
+        mark_pending(store, tx, vehicle)
+    by_key = {key: samples for key, samples in by_key.items() if key[0] not in busy}
     latest = _latest(store, [key for key in by_key if key not in resent])
     upserts: list[tuple[Any, ...]] = []
     for (vehicle, kind), samples in by_key.items():
@@ -220,15 +223,24 @@ def add(store: Store, tx: Any, groups: Sequence[Sequence[tuple[Any, ...]]],
         store._executemany(tx, UPSERT, upserts)
 
 
-def _serialize(store: Store, vehicles: set[str]) -> None:
-    """On PostgreSQL, inside the transaction: wait for any other collector's transaction
-    updating these vehicles' minutes (an advisory lock per vehicle until commit, in the
-    two-key space :data:`LOCK_CLASS`, taken in name order), so that two collectors sharing the
-    ingest never extend the same latest minute at once. SQLite has one writer."""
-    if vehicles and store.dialect == "postgresql":
-        store._query("SELECT count(pg_advisory_xact_lock(?, hashtext(v))) FROM "
-                     "(SELECT unnest(?::text[]) AS v ORDER BY 1) AS named",
-                     (LOCK_CLASS, sorted(vehicles)))
+def _try_serialize(store: Store, vehicles: set[str]) -> set[str]:
+    """On PostgreSQL, inside the ingest's transaction: take an advisory lock per vehicle until
+    commit (two-key space :data:`LOCK_CLASS`), so that two collectors sharing the ingest never
+    extend the same latest minute at once; the vehicles whose lock another transaction holds
+    (returned) are not waited for — a stalled collector must not stall the others' ingest —
+    but marked pending: their pages read the rows until :func:`rebuild`. SQLite has one writer."""
+    if not vehicles or store.dialect != "postgresql":
+        return set()
+    return {str(v) for v, got in store._query(
+        "SELECT v, pg_try_advisory_xact_lock(?, hashtext(v)) FROM "
+        "(SELECT unnest(?::text[]) AS v ORDER BY 1) AS named", (LOCK_CLASS, sorted(vehicles)))
+        if not got}
+
+
+def _serialize(store: Store, vehicle: str) -> None:
+    """:func:`_try_serialize`, waiting for the lock (the rebuild, a job's thread)."""
+    if store.dialect == "postgresql":
+        store._query("SELECT pg_advisory_xact_lock(?, hashtext(?))", (LOCK_CLASS, vehicle))
 
 
 @cache
@@ -265,9 +277,8 @@ def forget(store: Store, tx: Any, vehicle: str, lo: int, hi: int) -> None:
 
 def mark_pending(store: Store, tx: Any, vehicle: str) -> None:
     """Inside ``tx``: the vehicle's minutes are to be rebuilt from its rows (:func:`rebuild`)."""
-    store._executemany(tx, "DELETE FROM speed_minutes_pending WHERE vehicle = ?", [(vehicle,)])
-    store._executemany(tx, "INSERT INTO speed_minutes_pending (vehicle) VALUES (?)",
-                       [(vehicle,)])
+    store._executemany(tx, "INSERT INTO speed_minutes_pending (vehicle) VALUES (?) "
+                       "ON CONFLICT DO NOTHING", [(vehicle,)])
 
 
 def pending(store: Store) -> list[str]:
@@ -284,7 +295,7 @@ def rebuild(store: Store, vehicle: str, stop_kmh: float) -> None:
     """Every minute of a vehicle's rows from the rows, in one transaction (the ingest waits for
     it: about a second for three days at 1 Hz); the vehicle is no longer pending."""
     with store._lock, store._transaction() as tx:
-        _serialize(store, {vehicle})
+        _serialize(store, vehicle)
         store._executemany(tx, "DELETE FROM speed_minutes WHERE vehicle = ?", [(vehicle,)])
         for kind in KINDS:
             minutes: dict[int, Minute] = {}

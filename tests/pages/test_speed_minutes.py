@@ -146,3 +146,23 @@ def test_a_store_from_before_the_minutes_reads_its_rows_until_rebuilt(
         assert _both(store, REGISTRY, BUS, DAY, monkeypatch)[6] == 10
     finally:
         store.close()
+
+
+def test_minutes_another_collector_holds_are_not_waited_for(
+        store: Store, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL shared by collectors: a vehicle whose minutes another transaction is updating
+    (its advisory lock held) is not waited for — its records are stored, the vehicle marked
+    pending and its page read from the rows — until rebuilt. (SQLite has one writer.)"""
+    import psycopg
+
+    if store.dialect != "postgresql":
+        return
+    store.put([_speed(T0 + 1000 * k, 30.0, k + 1) for k in range(5)])
+    with psycopg.connect(store_url) as other, other.transaction():
+        other.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                      (speed_minutes.LOCK_CLASS, BUS))
+        store.put([_speed(T0 + 5000 + 1000 * k, 30.0, k + 6) for k in range(5)])
+    assert speed_minutes.pending(store) == [BUS]
+    assert _page(store, REGISTRY, BUS, DAY)[6] == 10               # from the rows
+    assert compaction.rebuild_minutes(store, load_profiles()) == 1
+    assert _both(store, REGISTRY, BUS, DAY, monkeypatch)[6] == 10
