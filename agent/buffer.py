@@ -4,8 +4,9 @@ A record is *captured* once its transaction commits. ``seq`` is assigned inside 
 transaction (the next number after the last one given, kept in ``meta``), so a crash or SIGKILL
 can never leave a gap or reuse a number. A device frame already captured (received live and
 again by a history download) is skipped whole. Nothing is deleted before the collector confirms
-it: each record carries its upload state (pending, stored, rejected with the collector's reason);
-only stored records are deleted: past the retention, or the oldest first on a full disk.
+it: each record has an upload state (pending, stored, rejected with the collector's reason;
+stored kept as ranges of seqs, ``agent/upload_states.py``); only stored records are deleted:
+past the retention, or the oldest first on a full disk.
 
 One :class:`Buffer` (one sqlite3 connection) per thread: WAL lets the uplink read while the
 writer (``agent/writer.py``) commits. Its parts, one job each: how the database is opened and
