@@ -4,7 +4,7 @@
 
 The records are chained as an agent makes them (``prev``, the hash of the record before) and each
 batch carries the agent's signed checkpoint (issue 12), so the collector's cases do the whole
-ingest with verification on: every record hashed, its chain link stored, and the live chain
+ingest with verification on: every record hashed, its chain hash stored in its row, and the live chain
 verifier (:class:`collector.verifier.ChainVerifier`, running beside the ingest as in ``frota
 collector run``) checking every link and checkpoint; their clock stops when every record is
 stored AND verified. The batches are queued in the broker for a persistent session first (``mosquitto_pub -l``, one
@@ -398,7 +398,7 @@ def main() -> None:
           "ratio to the floor of the same backend and durability round by round")
     print("floor: a bare paho subscriber, json.loads, the payload stored as received plus its "
           "records' keys (SQLite: executemany; PostgreSQL: COPY), one transaction per message")
-    print("collector: decode, validate, hash and store every record with its chain link, the "
+    print("collector: decode, validate, hash and store every record with its chain hash, the "
           "chain verifier checking every link and checkpoint (clock stops when all are stored "
           "and verified)")
     for name, fig in figures.items():
