@@ -2,10 +2,10 @@
 
 Tables (named migration ``006_chain``, ``docs/trust.md``):
 
-- ``records.hash`` (migration ``019_records_hash``) — a stored record's chain hash as received,
-  in its own row (its ``prev`` is in the record): what the verifier walks and ``frota verify``
-  checks the record against. NULL for a record stored before the chain, or turned back into a
-  row from a compacted day (its hash is then a ``links`` row, as below).
+- ``records.hash``, ``records.prev`` (migration ``019_records_hash``) — a stored record's chain
+  hash as received and its ``prev``, in its own row: what the verifier walks and ``frota
+  verify`` checks the record against. NULL for a record stored before the chain, or turned back
+  into a row from a compacted day (its hash is then a ``links`` row, as below).
 - ``links`` — the *hash-only entries*: one row per (vehicle, agent, seq) the collector has seen
   from an agent without storing it as a row under that seq: the record's chain ``hash`` and its
   ``prev``, and its ``state`` — ``frame`` (its device frame was already stored under another
