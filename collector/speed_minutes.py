@@ -188,17 +188,22 @@ def add(store: Store, tx: Any, groups: Sequence[Sequence[tuple[Any, ...]]],
     order) were inserted, ``counts[i]`` of group i new: bring the minutes up to date."""
     by_key: dict[tuple[str, str], list[tuple[int, float]]] = {}
     resent: set[tuple[str, str]] = set()
+    parse = kmh_of
     for rows, new in zip(groups, counts, strict=True):
+        again = new != len(rows)
         for row in rows:
-            kind = row[5]
-            if kind not in KINDS:
+            if row[5] not in KINDS:
                 continue
-            key = (str(row[0]), str(kind))
-            if new != len(rows):
+            key = (row[0], row[5])      # record_row's: vehicle and kind as str, ts_ms as int
+            if again:
                 resent.add(key)
-            kmh = kmh_of(row[9])
+            kmh = parse(row[9])
             if kmh is not None:
-                by_key.setdefault(key, []).append((int(row[4]), kmh))
+                found = by_key.get(key)
+                if found is None:
+                    by_key[key] = [(row[4], kmh)]
+                else:
+                    found.append((row[4], kmh))
     busy = _try_serialize(store, {vehicle for vehicle, _ in by_key})
     for vehicle in sorted(busy):    # another collector's transaction holds its minutes
         mark_pending(store, tx, vehicle)
