@@ -166,3 +166,27 @@ def test_minutes_another_collector_holds_are_not_waited_for(
     assert _page(store, REGISTRY, BUS, DAY)[6] == 10               # from the rows
     assert compaction.rebuild_minutes(store, load_profiles()) == 1
     assert _both(store, REGISTRY, BUS, DAY, monkeypatch)[6] == 10
+
+
+def test_the_prune_takes_the_minutes_with_the_rows(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collector import holds, retention
+
+    nxt = Day.of(date(2026, 3, 3), SP)
+    store.put([_speed(T0 + 1000 * k, 30.0, k + 1) for k in range(5)]
+              + [_speed(nxt.lo_ms + 1000 * k, 30.0, k + 6) for k in range(5)])
+    deleted, held = retention._prune_vehicle(store, BUS, nxt.lo_ms, 1000, False, 0)
+    assert (deleted, held) == (5, 0)
+    assert not store._read("SELECT 1 FROM speed_minutes WHERE minute_ms < ?", (nxt.lo_ms,))
+    assert _both(store, REGISTRY, BUS, nxt, monkeypatch)[6] == 5
+    # rows a hold keeps: the vehicle's minutes are rebuilt from the rows left
+    later = Day.of(date(2026, 3, 4), SP)
+    store.put([_speed(later.lo_ms + 1000 * k, 30.0, k + 11) for k in range(5)])
+    holds.add(store, BUS, nxt.lo_ms, nxt.lo_ms + 2000, "inquérito", "maria", AS_OF)
+    deleted, held = retention._prune_vehicle(store, BUS, later.lo_ms, 1000, False, 0)
+    assert (deleted, held) == (3, 2)
+    assert speed_minutes.pending(store) == [BUS]
+    assert _page(store, REGISTRY, BUS, nxt)[6] == 2                # the held rows, read as rows
+    assert compaction.rebuild_minutes(store, load_profiles()) == 1
+    assert _both(store, REGISTRY, BUS, nxt, monkeypatch)[6] == 2
+    assert _both(store, REGISTRY, BUS, later, monkeypatch)[6] == 5
