@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,24 +101,30 @@ class Settling:
     the one after next would go back as far again — under load the replay grew with every
     evaluation (600 buses, 10 minutes: a minute of the fleet replayed each time). The tail is
     written at ``as_of`` minus the lateness of the records that arrived in the last evaluations
-    (how long before ``as_of`` the earliest record of each vehicle was; the 95th percentile over
-    the partition's vehicles, the largest of the last 20 evaluations), so that the next
+    (how long before the previous evaluation's ``as_of`` the earliest record of each vehicle
+    was: what was still on its way then; the 95th percentile over the partition's vehicles, the
+    largest of the last 20 evaluations), so that the next
     evaluation starts from it, replaying only that delay and what arrived. An evaluation to
     which nothing of the partition arrived writes it just after the newest record, as before."""
 
     def __init__(self) -> None:
         self._seen: dict[str, deque[int]] = {}
+        self._as_of: dict[str, int] = {}
 
-    def delay_ms(self, part: str, as_of_ms: int, earliest: Iterable[int]) -> int:
-        """Record the lateness of this evaluation's arrivals (their earliest ``ts`` per vehicle)
-        and return the delay to write the tail at."""
-        late = sorted(max(as_of_ms - ms, 0) for ms in earliest)
-        if not late:     # a quiet partition: nothing on the way, the tail after its newest
+    def delay_ms(self, part: str, as_of_ms: int, earliest: Sequence[int]) -> int:
+        """Record the lateness of this evaluation's arrivals (their earliest ``ts`` per vehicle,
+        before the previous evaluation's ``as_of``: what was on its way then) and return the
+        delay to write the tail at."""
+        before = self._as_of.get(part)
+        self._as_of[part] = as_of_ms
+        late = sorted(max(before - ms, 0) for ms in earliest) if before is not None else []
+        if not earliest:   # a quiet partition: nothing on the way, the tail after its newest
             return 0
         seen = self._seen.setdefault(part, deque(maxlen=SETTLE_MEMORY))
-        seen.append(min(late[min(int(len(late) * SETTLE_QUANTILE), len(late) - 1)],
-                        SETTLE_MAX_MS))
-        return max(seen)
+        if late:           # (the first evaluation has no previous one to measure from)
+            seen.append(min(late[min(int(len(late) * SETTLE_QUANTILE), len(late) - 1)],
+                            SETTLE_MAX_MS))
+        return max(seen, default=0)
 
 
 @dataclass

@@ -247,9 +247,10 @@ def test_a_steady_stream_of_skewed_batches_replays_a_bounded_window(tmp_path: Pa
                  "seq": k + 1, **({"kind": "speed", "kmh": 40.0 + k % 50} if k % 2 else
                                   {"kind": "position", "lat": -23.5, "lon": -46.6, "kmh": 60.0})}
                 for k in range(seconds)] for i, v in enumerate(vehicles)}
-    # Evaluation k runs at as_of = start + k s + 999 ms; the records arriving then are at most
-    # 1,919 ms old (bus 1's record of second k - 1, at 80 ms): the tail goes at as_of - 1,919 ms,
-    # and the next evaluation, one second later, starts from it: 2,919 ms before its as_of.
+    # Evaluation k runs at as_of = start + k s + 999 ms; the earliest record arriving then is bus
+    # 1's of second k - 1, at 80 ms: 919 ms before the previous evaluation's as_of. The tail goes
+    # at as_of - 919 ms, and the next evaluation, one second later, starts from it: 1,919 ms
+    # before its as_of.
     store = open_store(str(tmp_path / "c.db"))
     delivered: list[Record] = []
     try:
@@ -263,7 +264,7 @@ def test_a_steady_stream_of_skewed_batches_replays_a_bounded_window(tmp_path: Pa
             done = live.evaluate(as_of, as_of)
             boundary = done.boundaries.get(FLEET)
             if k >= 3:
-                assert boundary == as_of - 2919
+                assert boundary == as_of - 1919
                 assert done.replayed[FLEET] == sum(1 for r in delivered
                                                    if ts_to_ms(r["ts"]) >= boundary)
         assert findings.load(store) == (_frota_check(delivered, registry, as_of, tmp_path), as_of)
