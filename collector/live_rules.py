@@ -61,6 +61,8 @@ KEEP_TAIL_MS = 30_000
 #: Bounds of the settling delay (how far behind ``as_of`` the tail is written, see
 #: :class:`Settling`).
 SETTLE_MAX_MS = 60_000
+#: Device time of previous tails kept in memory (:class:`Kept`).
+KEEP_BACK_MS = 15_000
 #: Seconds between two writes of a partition's tail checkpoint to the store while its state is
 #: kept in memory (:class:`Kept`): a collector that dies replays at most this much more.
 TAIL_WRITE_S = 10.0
@@ -145,6 +147,10 @@ class Kept:
     findings: dict[str, tuple[str, int | None]]
     last_id: int
     written: float          # when the tail was last written to the store (monotonic s)
+    #: the previous tails of the last KEEP_BACK_MS, (boundary, state) oldest first: a record
+    #: a little later than the settling delay replays from one of them, not from the store's
+    #: (up to TAIL_WRITE_S + KEEP_TAIL_MS older); ``items`` go back to the oldest
+    older: list[tuple[int, bytes]] = field(default_factory=list)
 
 
 class LiveRules:
@@ -242,15 +248,19 @@ class LiveRules:
         after ``as_of`` too; from the store, read as they are fed: a replay of days is never
         held in memory)."""
         kept = self.kept.pop(part, None)
-        if kept is not None and kept.last_id == judged_id and last_id is not None and (
-                start is None or start >= kept.boundary):
-            wanted = set(vehicles)
-            fresh = [_item(str(text)) for vehicle, text in self.store._read(
-                "SELECT vehicle, record FROM records WHERE id > ? AND id <= ?",
-                (judged_id, last_id)) if str(vehicle) in wanted]
-            items = sorted(kept.items + fresh, key=_key) if fresh else kept.items
-            return (restore(kept.blob, kept.view, self.profiles, self.default), kept.boundary,
-                    kept, items)
+        if kept is not None and kept.last_id == judged_id and last_id is not None:
+            usable = [(b, blob) for b, blob in (*kept.older, (kept.boundary, kept.blob))
+                      if start is None or b <= start]
+            if usable:
+                since, blob = usable[-1]
+                wanted = set(vehicles)
+                fresh = [_item(str(text)) for vehicle, text in self.store._read(
+                    "SELECT vehicle, record FROM records WHERE id > ? AND id <= ?",
+                    (judged_id, last_id)) if str(vehicle) in wanted]
+                items = sorted([*kept.items, *fresh], key=_key) if fresh else kept.items
+                kept.older = usable         # still valid: no record arrived before them
+                return (restore(blob, kept.view, self.profiles, self.default), since, kept,
+                        items)
         engine, boundary = self._start(part, start)
         return engine, boundary, None, partition_records(self.store, vehicles, boundary, 1 << 62)
 
@@ -272,15 +282,22 @@ class LiveRules:
         renewed = time.monotonic()
         tail = None
         cut = settled_ms if boundary is None or settled_ms > boundary else None
-        held: list[Item] = []   # from settled_ms on, or the newest millisecond's: kept in memory
+        # the states kept in memory from which a later evaluation may start: the one resumed
+        # from and those after it of the last KEEP_BACK_MS
+        back: list[tuple[int, bytes]] = []
+        if kept is not None:
+            back = [(b, x) for b, x in kept.older if b >= settled_ms - KEEP_BACK_MS]
+        keep_from = min([settled_ms, *(b for b, _ in back)])
+        held: list[Item] = []   # from keep_from on, or the newest millisecond's: kept in memory
         for item in items:
             ms, rec = item[0], item[4]
-            if ms >= settled_ms or (held and held[-1][0] == ms):
+            if ms >= keep_from or (held and held[-1][0] == ms):
                 held.append(item)
             else:
                 held = [item]
-            if ms > as_of_ms:
-                continue                    # a device clock ahead: fed when as_of passes it
+            if ms > as_of_ms or (boundary is not None and ms < boundary):
+                continue                    # a device clock ahead: fed when as_of passes it;
+                # before the state resumed from: kept for an earlier one (Kept.older)
             if self.leases is not None and not fed % 4096 and \
                     time.monotonic() - renewed > self.leases.ttl_ms / 3000:
                 self.leases.renew(part)     # a long replay keeps its lease
@@ -308,7 +325,7 @@ class LiveRules:
         closed = engine.closed
         rows = {f["id"]: finding_row(f, part, engine.kept_at[f["id"]]
                                      if closed.get(f["id"]) is f else None) for f in found}
-        before = kept.findings if kept is not None else \
+        before = kept.findings if kept is not None and boundary == kept.boundary else \
             store_live.part_findings(self.store, part, boundary)
         gone = [i for i in before if i not in rows]
         upserts = [row for i, row in rows.items() if before.get(i) != (row[6], row[8])]
@@ -333,13 +350,14 @@ class LiveRules:
             return
         if tail is not None:
             state, blob = tail
-        elif kept is not None and boundary is not None:
-            state, blob = boundary, kept.blob
+        elif back and back[-1][0] == boundary:
+            state, blob = back.pop()        # where it started: nothing new settled
         else:
             return                          # nothing to start from (no record yet)
+        back = [(b, x) for b, x in back if b < state]
         self.kept[part] = Kept(
-            boundary=state, blob=blob, view=engine.registry,
-            items=[item for item in held if item[0] >= state],
+            boundary=state, blob=blob, view=engine.registry, older=back,
+            items=[item for item in held if item[0] >= min([state, *(b for b, _ in back)])],
             findings={i: (row[6], row[8]) for i, row in rows.items()
                       if row[8] is None or row[8] >= state},
             last_id=last_id, written=now if write_tail or kept is None else kept.written)
