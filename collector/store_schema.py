@@ -17,8 +17,9 @@ Dialect = Literal["sqlite", "postgresql"]
 #: What ``{word}`` stands for in each dialect. SQLite's ``INTEGER PRIMARY KEY`` is the rowid
 #: (64-bit, numbered by SQLite); PostgreSQL's equivalent is ``BIGSERIAL``.
 DIALECT_WORDS: Final[dict[Dialect, dict[str, str]]] = {
-    "sqlite": {"serial_pk": "INTEGER PRIMARY KEY", "bytes": "BLOB"},
-    "postgresql": {"serial_pk": "BIGSERIAL PRIMARY KEY", "bytes": "BYTEA"},
+    "sqlite": {"serial_pk": "INTEGER PRIMARY KEY", "bytes": "BLOB",
+               "without_rowid": "WITHOUT ROWID"},
+    "postgresql": {"serial_pk": "BIGSERIAL PRIMARY KEY", "bytes": "BYTEA", "without_rowid": ""},
 }
 
 
@@ -115,7 +116,7 @@ def _pg_truncate_guard(function: str, message: str, replace: bool) -> str:
     )
 
 
-#: Migration 019's second half: the vehicles whose rows came before it wait for their minutes.
+#: Migration 020's second half: the vehicles whose rows came before it wait for their minutes.
 _SPEED_MINUTES_PENDING: Final = """
     CREATE TABLE speed_minutes_pending (vehicle TEXT PRIMARY KEY);
     INSERT INTO speed_minutes_pending (vehicle) SELECT vehicle FROM vehicles
@@ -469,7 +470,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         # (collector/speed_minutes.py); the vehicles that had rows before it are pending until
         # their minutes are rebuilt from the rows (frota collector compact, the daily job).
         "020_speed_minutes",
-        per_dialect=(("sqlite", """
+        sql="""
             CREATE TABLE speed_minutes (vehicle TEXT NOT NULL, kind TEXT NOT NULL,
                 minute_ms BIGINT NOT NULL, n INTEGER NOT NULL, max_kmh DOUBLE PRECISION NOT NULL,
                 max_ts BIGINT NOT NULL, min_kmh DOUBLE PRECISION NOT NULL,
@@ -477,16 +478,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 last_kmh DOUBLE PRECISION NOT NULL, incoming DOUBLE PRECISION NOT NULL,
                 moving_in BIGINT NOT NULL, internal DOUBLE PRECISION NOT NULL,
                 moving BIGINT NOT NULL, stop_kmh DOUBLE PRECISION NOT NULL,
-                PRIMARY KEY (vehicle, kind, minute_ms)) WITHOUT ROWID;
-            """ + _SPEED_MINUTES_PENDING), ("postgresql", """
-            CREATE TABLE speed_minutes (vehicle TEXT NOT NULL, kind TEXT NOT NULL,
-                minute_ms BIGINT NOT NULL, n INTEGER NOT NULL, max_kmh DOUBLE PRECISION NOT NULL,
-                max_ts BIGINT NOT NULL, min_kmh DOUBLE PRECISION NOT NULL,
-                first_ts BIGINT NOT NULL, last_ts BIGINT NOT NULL,
-                last_kmh DOUBLE PRECISION NOT NULL, incoming DOUBLE PRECISION NOT NULL,
-                moving_in BIGINT NOT NULL, internal DOUBLE PRECISION NOT NULL,
-                moving BIGINT NOT NULL, stop_kmh DOUBLE PRECISION NOT NULL,
-                PRIMARY KEY (vehicle, kind, minute_ms));
-            """ + _SPEED_MINUTES_PENDING)),
+                PRIMARY KEY (vehicle, kind, minute_ms)) {without_rowid};
+            """ + _SPEED_MINUTES_PENDING,
     ),
 )
