@@ -34,8 +34,11 @@ class Player:
     release: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)
     second: int = 0
+    #: Door-counter polls answered since the last second was played (None: not played yet).
+    polls_after_end: int | None = None
     error: Exception | None = None
     thread: threading.Thread | None = None
+    _polls_at_end: int | None = None
 
     def start(self) -> None:
         """Start playing in a thread (it waits for ``go`` once the lines are open)."""
@@ -53,7 +56,7 @@ class Player:
             play(self.sc, time_scale=self.time_scale, links=self.links,
                  announce=io.StringIO(), lead_in_s=0.5, tail_s=0.2, on_ready=self._on_ready,
                  on_second=self._on_second, should_stop=self.stop.is_set,
-                 tachograph=self.tachograph, on_operator=self.on_operator)
+                 tachograph=self.tachograph, on_operator=self.on_operator, hold=self._hold)
         except Exception as err:  # noqa: BLE001 - handed to the main thread, which reports it
             self.error = err
         finally:
@@ -67,10 +70,14 @@ class Player:
 
     def _on_second(self, t: int) -> None:
         self.second = t
-        if t >= self.last_second:
-            self.played.set()
-            while not (self.release.is_set() or self.stop.is_set()):
-                self.release.wait(0.1)
+
+    def _hold(self, polls: int) -> bool:
+        """After the last second: keep the lines open (door polls answered) until released."""
+        if self._polls_at_end is None:
+            self._polls_at_end = polls
+        self.polls_after_end = polls - self._polls_at_end
+        self.played.set()
+        return not (self.release.is_set() or self.stop.is_set())
 
     def join(self) -> None:
         """End the play (if still running) and wait for the thread."""

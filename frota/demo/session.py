@@ -171,8 +171,12 @@ class Demo:
             self.check_children()
             self.display.show(self.progress())
         self.check_children()
-        # The last second is played; the lines stay open. Wait until the agent's buffer stops
-        # growing and the collector has answered every record in it.
+        # The last second is played; the lines stay open and the door sensors answer. Wait until
+        # the agent has polled every sensor after the end (passengers of the last stop may have
+        # got off between two polls: at 5000x a poll every 0.1 s is one every 500 s of the trip)
+        # and then polled again (so it has handed over what the first answer counted), its buffer
+        # stops growing and the collector has answered every record in it.
+        polls_needed = 3 * max(1, self.sc.doors)
         stable_since, last = time.monotonic(), -1
         deadline = time.monotonic() + 120.0
         while time.monotonic() < deadline:
@@ -181,7 +185,9 @@ class Demo:
             if now.captured != last:
                 stable_since, last = time.monotonic(), now.captured
             self.display.show(f"100% │ {now.line()}")
-            if now.backlog == 0 and now.captured > 0 and time.monotonic() - stable_since >= 1.0:
+            polled = (self.player.polls_after_end or 0) >= polls_needed
+            if (polled and now.backlog == 0 and now.captured > 0
+                    and time.monotonic() - stable_since >= 1.0):
                 break
             time.sleep(0.1)
         status = self.agent.stop()          # it records its own "stopping" and sends it

@@ -90,6 +90,7 @@ def play(
     should_stop: Callable[[], bool] | None = None,
     tachograph: str = "registrador",
     on_operator: Callable[[Record], None] | None = None,
+    hold: Callable[[int], bool] | None = None,
 ) -> PlayResult:
     """Play a scenario on three ptys; print ``NAME PATH`` per device on ``announce`` first.
 
@@ -97,7 +98,11 @@ def play(
     ``on_second`` is called after each scenario second is played; the play ends early when
     ``should_stop()`` turns true (checked every second) or on SIGINT/SIGTERM in the main thread.
     ``tachograph="fms"`` plays the tachograph on FMS; ``on_operator`` then gets each console
-    entry (trip, incident) the FMS bus does not carry, at its second.
+    entry (trip, incident) the FMS bus does not carry, at its second. ``hold``: after the last
+    second and the tail, the lines stay open and door-counter polls are answered (with the counts
+    of the last second) while ``hold(polls answered so far)`` is true — a caller that drains the
+    agent reading them waits until the agent has polled after the end, so passengers of the last
+    stop are not left in the sensors.
     """
     if tachograph not in TACHOGRAPHS:
         raise ValueError(f"tachograph {tachograph!r} is not one of {', '.join(TACHOGRAPHS)}")
@@ -145,6 +150,10 @@ def play(
             wall = time.monotonic() - start
             if not runner.stopping:
                 _serve_polls(runner, apc_port, clock.now_ms(), time.monotonic() + tail_s)
+            while hold is not None and not runner.stopping and hold(devices.apc.requests):
+                if should_stop is not None and should_stop():
+                    break
+                _serve_polls(runner, apc_port, clock.now_ms(), time.monotonic() + 0.05)
         finally:
             runner.close()
     played = t if runner.stopping else t + 1  # seconds 0 … t-1 (or t) were played

@@ -129,3 +129,64 @@ def test_play_in_a_thread_reports_its_ttys_and_stops_when_asked() -> None:
     assert all(path.startswith("/dev/") for path in ready.values())
     assert result[0].interrupted
     assert result[0].seconds == 301  # seconds 0…300 played, then the stop was seen
+
+
+def test_after_the_end_door_polls_are_answered_with_the_final_counts_while_held() -> None:
+    """How the demo drains: after the last second the lines stay open and the sensors answer with
+    the trip's totals (a poll every 0.1 s wall is one every 2,000 s of a trip played at 20,000x, so
+    the last stop's passengers may still be in the sensors when the play ends). SHORT: 13 board
+    and 13 alight in all (the scenario file)."""
+    import io
+    import threading
+    import time
+
+    import serial
+
+    from protocols.apc import frames
+    from simulators.scenario import load
+    from simulators.scenario.play import PlayResult, play
+
+    ready: dict[str, str] = {}
+    result: list[PlayResult] = []
+    ended, release = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def hold(polls: int) -> bool:
+        seen.append(polls)
+        ended.set()
+        return not release.is_set()
+
+    def run() -> None:
+        result.append(play(load(SHORT), time_scale=20_000, announce=io.StringIO(), lead_in_s=0.1,
+                           tail_s=0.0, on_ready=ready.update, hold=hold))
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    try:
+        assert ended.wait(60)
+        polls_at_end = seen[0]
+        counts = {}
+        with serial.Serial(ready["apc"], 19200, timeout=0.05) as port:
+            for address in (1, 2):
+                port.write(frames.encode_request(address))
+                buf, deadline = bytearray(), time.monotonic() + 10
+                frame = None
+                while frame is None and time.monotonic() < deadline:
+                    buf += port.read(64)
+                    _, _, frame = frames.scan(buf)
+                assert frame is not None
+                assert frame.address == address
+                counts[address] = frames.parse_counts(frame.data)
+        deadline = time.monotonic() + 10
+        while seen[-1] - polls_at_end < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen[-1] - polls_at_end == 2      # the two polls, counted as they were answered
+    finally:
+        release.set()
+        worker.join(60)
+    # the file's stops: door 1 boards 10 + 3 and lets 4 off, door 2 lets 4 + 5 off
+    assert (counts[1].entered, counts[1].exited) == (13, 4)
+    assert (counts[2].entered, counts[2].exited) == (0, 9)
+    assert not counts[1].open
+    assert not counts[2].open
+    assert not result[0].interrupted
