@@ -12,9 +12,10 @@ See docs/collector.md, "Live findings". In short:
   at every ``step_ms`` of device time (5 minutes), and a *tail* checkpoint at the settled
   boundary (:class:`Settling`: ``as_of`` minus the lateness of what arrives), the previous tail
   staying as a step every 30 s. Steps older than ``dense_ms`` (2 hours before the newest record)
-  are thinned to the first of each hour. Between evaluations each partition's tail state, its
-  records since and its findings are kept in memory (:class:`Kept`), the tail written to the
-  store every 10 s.
+  are thinned to the first of each hour. Between evaluations each partition's settled engine
+  (at the tail's boundary), its records since and its findings are kept in memory
+  (:class:`Kept`); the engine is fed in place, pickled only for a checkpoint written (the tail
+  every 10 s, a step) or to judge the records after the settled boundary on a copy.
 - **An evaluation.** What arrived is found by row id (``records.id > last``: a range of the
   primary key). For each partition, the evaluator restores the latest checkpoint at or before the
   earliest record that arrived (none arrived: the tail, so open findings grow with the clock),
@@ -31,11 +32,14 @@ See docs/collector.md, "Live findings". In short:
 from __future__ import annotations
 
 import logging
+import operator
 import time
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import islice
+from typing import Any, Final
 
 import orjson
 
@@ -73,11 +77,13 @@ SETTLE_MEMORY = 20
 SETTLE_QUANTILE = 0.95
 
 
-def finding_row(f: Finding, part: str, kept_ms: int | None) -> tuple[Any, ...]:
-    """A finding as the columns of ``findings`` (store_live.UPSERT_FINDING's order)."""
+def finding_row(f: Finding, part: str, kept_ms: int | None,
+                text: str | None = None) -> tuple[Any, ...]:
+    """A finding as the columns of ``findings`` (store_live.UPSERT_FINDING's order);
+    ``text``: its JSON when already made."""
     return (f["id"], f["rule"], f["vehicle"], f["driver"], ts_to_ms(f["start"]),
-            None if f["end"] is None else ts_to_ms(f["end"]), orjson.dumps(f).decode(), part,
-            kept_ms)
+            None if f["end"] is None else ts_to_ms(f["end"]),
+            orjson.dumps(f).decode() if text is None else text, part, kept_ms)
 
 
 @dataclass
@@ -132,25 +138,38 @@ class Settling:
 @dataclass
 class Kept:
     """A partition's state kept in memory between two evaluations while this collector holds
-    it: what the tail checkpoint holds (its boundary and state, the registry view it binds
-    to), the partition's records read from the boundary on (``frota check``'s order; those of
-    a device clock ahead of ``as_of`` too), its findings kept at or after the boundary or open,
-    and the row id judged as written. The next evaluation starts from it — no checkpoint nor
-    records read again from the store, only the records stored since — when the store's row
-    id judged is still that one (no other collector evaluated the partition meanwhile) and
-    nothing arrived from before the boundary."""
+    it. ``engine`` has processed every record of the partition with ``ts`` before ``boundary``
+    and none after (the settled state, nothing queued): the next evaluation goes on feeding it
+    in place — no state copied, no checkpoint nor records read again from the store, only the
+    records stored since — when the store's row id judged is still ``last_id`` (no other
+    collector evaluated the partition meanwhile) and nothing arrived from before the boundary.
+    ``items`` are the partition's records from the oldest of ``saved`` (else from
+    ``boundary``) on, in ``frota check``'s order (those of a device clock ahead of ``as_of``
+    too); ``findings`` those kept at or after the boundary, or open, as stored."""
 
+    engine: LiveEngine
     boundary: int
-    blob: bytes
-    view: fleet.Registry
     items: list[Item]
     findings: dict[str, tuple[str, int | None]]
     last_id: int
     written: float          # when the tail was last written to the store (monotonic s)
-    #: the previous tails of the last KEEP_BACK_MS, (boundary, state) oldest first: a record
-    #: a little later than the settling delay replays from one of them, not from the store's
-    #: (up to TAIL_WRITE_S + KEEP_TAIL_MS older); ``items`` go back to the oldest
-    older: list[tuple[int, bytes]] = field(default_factory=list)
+    #: states saved (pickled) of the last KEEP_BACK_MS, (boundary, state) oldest first, all at
+    #: or before ``boundary``: a record a little later than the settling delay replays from
+    #: one of them, not from the store's
+    saved: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+@dataclass
+class _Fed:
+    """What feeding one evaluation's records did (:meth:`LiveRules._feed`)."""
+
+    fed: int = 0
+    last_ms: int | None = None      # the newest record fed to the settled engine
+    head: list[Item] = field(default_factory=list)    # at or after the settled boundary
+    steps: list[tuple[int, bytes]] = field(default_factory=list)
+
+
+_MS: Final = operator.itemgetter(0)
 
 
 class LiveRules:
@@ -241,123 +260,183 @@ class LiveRules:
                 store_live.drop_checkpoint(self.store, part, boundary)
 
     def _resume(self, part: str, vehicles: list[str], start: int | None, judged_id: int,
-                last_id: int | None
-                ) -> tuple[LiveEngine, int | None, Kept | None, Iterable[Item]]:
-        """The engine to replay from, its boundary, the state kept in memory it came from (None:
-        from the store) and the partition's records from the boundary on (those with ``ts``
-        after ``as_of`` too; from the store, read as they are fed: a replay of days is never
-        held in memory)."""
+                last_id: int | None) -> tuple[LiveEngine, int | None, Kept | None,
+                                              Iterable[Item], list[tuple[int, bytes]]]:
+        """The engine to feed, its boundary, the state kept in memory it came from (None: from
+        the store), the partition's records from the boundary on (those with ``ts`` after
+        ``as_of`` too; kept in memory with the records stored since, else read from the store
+        as they are fed: a replay of days is never held in memory) and the saved states still
+        valid. The kept engine itself when nothing arrived from before its boundary; else a
+        saved state at or before the earliest record that arrived; else the store's
+        checkpoint."""
         kept = self.kept.pop(part, None)
         if kept is not None and kept.last_id == judged_id and last_id is not None:
-            usable = [(b, blob) for b, blob in (*kept.older, (kept.boundary, kept.blob))
-                      if start is None or b <= start]
+            items = kept.items
+            wanted = set(vehicles)
+            fresh = sorted((_item(str(text)) for vehicle, text in self.store._read(
+                "SELECT vehicle, record FROM records WHERE id > ? AND id <= ?",
+                (judged_id, last_id)) if str(vehicle) in wanted), key=_key)
+            if fresh:          # merged in order: only the part of the list after the first
+                at = bisect_left(items, _key(fresh[0]), key=_key)
+                tail = items[at:]
+                del items[at:]
+                tail += fresh
+                tail.sort(key=_key)
+                items += tail
+            if start is None or start >= kept.boundary:
+                engine = kept.engine        # findings kept before the boundary are stored
+                engine.closed.clear()
+                engine.kept_at.clear()
+                return engine, kept.boundary, kept, items, kept.saved
+            usable = [(b, blob) for b, blob in kept.saved if b <= start]
             if usable:
                 since, blob = usable[-1]
-                wanted = set(vehicles)
-                fresh = [_item(str(text)) for vehicle, text in self.store._read(
-                    "SELECT vehicle, record FROM records WHERE id > ? AND id <= ?",
-                    (judged_id, last_id)) if str(vehicle) in wanted]
-                items = sorted([*kept.items, *fresh], key=_key) if fresh else kept.items
-                kept.older = usable         # still valid: no record arrived before them
-                return (restore(blob, kept.view, self.profiles, self.default), since, kept,
-                        items)
+                try:
+                    engine = restore(blob, kept.engine.registry, self.profiles, self.default)
+                except CheckpointError as err:   # not expected: made by this very process
+                    log.error("findings: state %s@%d kept in memory unreadable: %s", part,
+                              since, err)
+                else:
+                    return engine, since, kept, items, usable
         engine, boundary = self._start(part, start)
-        return engine, boundary, None, partition_records(self.store, vehicles, boundary, 1 << 62)
+        return engine, boundary, None, partition_records(self.store, vehicles, boundary, 1 << 62), []
+
+    def _feed(self, part: str, engine: LiveEngine, items: Iterable[Item], boundary: int | None,
+              cut: int, as_of_ms: int, retained: list[Item] | None) -> _Fed:
+        """Feed ``engine`` (at ``boundary``) the records before ``cut`` in order, saving a state
+        at each ``step_ms`` boundary crossed, and flush it; collect those at or after ``cut``
+        up to ``as_of`` (the head) and, into ``retained`` when given, every one at or after
+        ``cut``."""
+        out = _Fed()
+        cell = None if boundary is None else boundary // self.step_ms
+        step_ms = self.step_ms
+        lines = self.registry.lines
+        leases = self.leases
+        renewed = time.monotonic()
+        add = engine.add_one
+        fed = 0
+        for item in items:
+            ms = item[0]
+            if ms >= cut:
+                if retained is not None:
+                    retained.append(item)
+                if ms <= as_of_ms:          # after as_of: a device clock ahead, fed when
+                    out.head.append(item)   # as_of passes it
+                continue
+            if leases is not None and not fed % 4096 and \
+                    time.monotonic() - renewed > leases.ttl_ms / 3000:
+                leases.renew(part)          # a long replay keeps its lease
+                renewed = time.monotonic()
+            here = ms // step_ms
+            if cell is not None and here > cell:
+                engine.flush(final=True)    # everything before this step's boundary is done
+                out.steps.append((here * step_ms, snapshot(engine)))
+            cell = here
+            out.last_ms = ms
+            rec = item[4]
+            if rec["kind"] == "trip" and rec["line"] not in lines:
+                continue                    # frota check refuses it; live, it is skipped
+            add(ms, rec)
+            fed += 1
+        engine.flush(final=True)
+        out.fed = fed
+        return out
 
     def _partition(self, part: str, vehicles: list[str], start: int | None,
                    new_parts: list[tuple[str, str]], as_of_ms: int, made_ms: int,
                    last_id: int | None, report: Evaluation, settled_ms: int,
                    judged_id: int) -> None:
-        """Replay one partition from the checkpoint before ``start`` (its earliest arrived
-        record; None: nothing arrived) up to ``as_of`` and write what it found; the tail
-        checkpoint goes at ``settled_ms`` (:class:`Settling`) when records run past it, else
-        just after the newest record. ``judged_id``: the row id the store says the partition
-        judged (that of a state kept in memory, or it is not used)."""
-        engine, boundary, kept, items = self._resume(part, vehicles, start, judged_id, last_id)
+        """Bring one partition from its state before ``start`` (its earliest arrived record;
+        None: nothing arrived) up to ``as_of`` and write what it found. The records before the
+        settled boundary (``settled_ms``, :class:`Settling`) are fed to the engine kept in
+        memory, in place; those after it up to ``as_of`` (the head: other buses' records of
+        that time may still be on their way) to a copy of it, which gives the findings and is
+        dropped. ``judged_id``: the row id the store says the partition judged (that of a
+        state kept in memory, or it is not used)."""
+        engine, boundary, kept, items, saved = self._resume(part, vehicles, start, judged_id,
+                                                            last_id)
         report.boundaries[part] = boundary
-        steps: list[tuple[int, bytes]] = []
-        cell = None if boundary is None else boundary // self.step_ms
-        fed = 0
-        lines = self.registry.lines
-        renewed = time.monotonic()
-        tail = None
-        cut = settled_ms if boundary is None or settled_ms > boundary else None
-        # the states kept in memory from which a later evaluation may start: the one resumed
-        # from and those after it of the last KEEP_BACK_MS
-        back: list[tuple[int, bytes]] = []
-        if kept is not None:
-            back = [(b, x) for b, x in kept.older if b >= settled_ms - KEEP_BACK_MS]
-        keep_from = min([settled_ms, *(b for b, _ in back)])
-        held: list[Item] = []   # from keep_from on, or the newest millisecond's: kept in memory
-        for item in items:
-            ms, rec = item[0], item[4]
-            if ms >= keep_from or (held and held[-1][0] == ms):
-                held.append(item)
-            else:
-                held = [item]
-            if ms > as_of_ms or (boundary is not None and ms < boundary):
-                continue                    # a device clock ahead: fed when as_of passes it;
-                # before the state resumed from: kept for an earlier one (Kept.older)
-            if self.leases is not None and not fed % 4096 and \
-                    time.monotonic() - renewed > self.leases.ttl_ms / 3000:
-                self.leases.renew(part)     # a long replay keeps its lease
-                renewed = time.monotonic()
-            here = ms // self.step_ms
-            if cell is not None and here > cell:
-                engine.flush(final=True)    # everything before this step's boundary is done
-                steps.append((here * self.step_ms, snapshot(engine)))
-            cell = here
-            if cut is not None and ms >= cut:
-                engine.flush(final=True)    # everything before the settled boundary is done
-                tail = (cut, snapshot(engine))
-                cut = None
-            if rec["kind"] == "trip" and rec["line"] not in lines:
-                continue                    # frota check refuses it; live, it is skipped
-            engine.add_one(ms, rec)
-            fed += 1
+        cut = min(settled_ms if boundary is None else max(settled_ms, boundary), as_of_ms + 1)
+        retained: list[Item] | None = None
+        if kept is None:
+            retained = []
+        else:
+            assert isinstance(items, list)
+            items = islice(items, bisect_left(items, -(1 << 62) if boundary is None
+                                              else boundary, key=_MS), None)
+        done = self._feed(part, engine, items, boundary, cut, as_of_ms, retained)
+        # the settled engine's new boundary: every record before it processed, none after
+        settled: int | None
+        if done.head:
+            settled = cut
+        elif done.last_ms is not None:
+            settled = done.last_ms + 1
+        else:
+            settled = boundary
+        blob: bytes | None = None
+        judge = engine
+        fed = done.fed
+        if done.head:                       # judged on a copy: the settled engine stays
+            blob = snapshot(engine)
+            judge = restore(blob, engine.registry, self.profiles, self.default)
+            judge.closed.update(engine.closed)
+            judge.kept_at.update(engine.kept_at)
+            lines = self.registry.lines
+            for ms, _, _, _, rec in done.head:
+                if rec["kind"] == "trip" and rec["line"] not in lines:
+                    continue
+                judge.add_one(ms, rec)
+                fed += 1
         report.replayed[part] = fed
-        engine.flush()                      # all but the newest millisecond's records
-        done = engine._done_ms
-        if tail is None and done is not None and done < settled_ms and (
-                boundary is None or done + 1 > boundary):
-            tail = (done + 1, snapshot(engine))   # every record settled (a quiet partition)
-        found = engine.findings(as_of_ms)
-        closed = engine.closed
-        rows = {f["id"]: finding_row(f, part, engine.kept_at[f["id"]]
-                                     if closed.get(f["id"]) is f else None) for f in found}
+        found = judge.findings(as_of_ms)
+        closed, kept_at = judge.closed, judge.kept_at
         before = kept.findings if kept is not None and boundary == kept.boundary else \
             store_live.part_findings(self.store, part, boundary)
-        gone = [i for i in before if i not in rows]
-        upserts = [row for i, row in rows.items() if before.get(i) != (row[6], row[8])]
-        newest = engine.latest_ms
+        upserts: list[tuple[Any, ...]] = []
+        now_found: dict[str, tuple[str, int | None]] = {}
+        for f in found:
+            fid = f["id"]
+            text = orjson.dumps(f).decode()
+            at = kept_at[fid] if closed.get(fid) is f else None
+            now_found[fid] = (text, at)
+            if before.get(fid) != (text, at):
+                upserts.append(finding_row(f, part, at, text))
+        gone = [i for i in before if i not in now_found]
+        newest = judge.latest_ms
         now = time.monotonic()
         # the tail goes to the store every TAIL_WRITE_S (and with new steps); in between it is
         # kept in memory only
-        write_tail = tail is not None and (kept is None or bool(steps)
-                                           or now - kept.written >= TAIL_WRITE_S)
+        advanced = settled is not None and (boundary is None or settled > boundary)
+        write_tail = advanced and (kept is None or bool(done.steps)
+                                   or now - kept.written >= TAIL_WRITE_S)
+        if write_tail and blob is None:
+            blob = snapshot(engine)
         store_live.write(
-            self.store, part=part, new_parts=new_parts, since_ms=boundary, steps=steps,
-            tail=tail if write_tail else None,
+            self.store, part=part, new_parts=new_parts, since_ms=boundary, steps=done.steps,
+            tail=(settled, blob) if write_tail and settled is not None and blob is not None
+            else None,
             thin_before_ms=None if newest is None else newest - self.dense_ms,
             thin_every_ms=THIN_MS, keep_tail_ms=KEEP_TAIL_MS, gone=gone, upserts=upserts,
-            as_of_ms=as_of_ms,
-            made_ms=made_ms, last_id=last_id,
+            as_of_ms=as_of_ms, made_ms=made_ms, last_id=last_id,
             lease=None if self.leases is None or not self.leases.shared
             else (self.leases.holder, self.leases.ttl_ms))
         report.upserted += len(upserts)
         report.deleted += len(gone)
-        if last_id is None:
-            return
-        if tail is not None:
-            state, blob = tail
-        elif back and back[-1][0] == boundary:
-            state, blob = back.pop()        # where it started: nothing new settled
+        if last_id is None or settled is None:
+            return                          # nothing to go on from (no record yet)
+        # the states saved of the last KEEP_BACK_MS, the one made now (the copy's or the
+        # tail's) the newest
+        if kept is None:
+            saved, items = [], retained if retained is not None else []
         else:
-            return                          # nothing to start from (no record yet)
-        back = [(b, x) for b, x in back if b < state]
+            saved = [x for x in (*saved, *done.steps) if x[0] >= settled - KEEP_BACK_MS]
+            items = kept.items
+        if blob is not None and (not saved or saved[-1][0] < settled):
+            saved.append((settled, blob))
+        lo = min([settled, *(b for b, _ in saved)])
+        if items and items[0][0] < lo:
+            del items[:bisect_left(items, lo, key=_MS)]
         self.kept[part] = Kept(
-            boundary=state, blob=blob, view=engine.registry, older=back,
-            items=[item for item in held if item[0] >= min([state, *(b for b, _ in back)])],
-            findings={i: (row[6], row[8]) for i, row in rows.items()
-                      if row[8] is None or row[8] >= state},
+            engine=engine, boundary=settled, items=items, saved=saved,
+            findings={i: x for i, x in now_found.items() if x[1] is None or x[1] >= settled},
             last_id=last_id, written=now if write_tail or kept is None else kept.written)

@@ -34,16 +34,19 @@ class UnidentifiedState:
         self.ctx: Ctx | None = None
 
 
-def _unidentified_finding(st: UnidentifiedState, end_ms: int | None) -> Finding | None:
+def _unidentified_finding(st: UnidentifiedState, end_ms: int | None,
+                          moving_ms: int | None = None) -> Finding | None:
+    """The episode's finding; ``moving_ms``: its time moving when not ``st.moving_ms``."""
     assert st.start is not None
     assert st.ctx is not None
     vehicle, trip, line, profile = st.ctx
     cfg = profile.rules[UNIDENTIFIED]
     params: UnidentifiedParams = cfg.params
-    if st.moving_ms < params.after_s * 1000:
+    moving = st.moving_ms if moving_ms is None else moving_ms
+    if moving < params.after_s * 1000:
         return None
     details: dict[str, Any] = {
-        "moving_s": round(st.moving_ms / 1000, 1),
+        "moving_s": round(moving / 1000, 1),
         "after_s": params.after_s,
     }
     if end_ms is None:
@@ -80,16 +83,17 @@ def unidentified_change(st: UnidentifiedState, v: Vehicle, ms: int) -> Finding |
 
 
 def unidentified_open(st: UnidentifiedState, as_of: int) -> Finding | None:
-    """The episode at ``as_of``: closed if the vehicle has been stopped long enough, else open."""
+    """The episode at ``as_of``: closed if the vehicle has been stopped long enough, else open.
+    ``st`` is left as it is (the running stretch is counted up to ``as_of`` apart)."""
     if st.start is None or st.ctx is None:
         return None
+    moving = st.moving_ms
     if st.run_start is not None:
-        st.moving_ms += max(0, as_of - st.run_start)
-        st.run_start = None
+        moving += max(0, as_of - st.run_start)
     params: UnidentifiedParams = st.ctx[3].rules[UNIDENTIFIED].params
     if st.stop_start is not None and as_of - st.stop_start >= params.episode_gap_min * 60_000:
-        return _unidentified_finding(st, st.stop_start)
-    return _unidentified_finding(st, None)
+        return _unidentified_finding(st, st.stop_start, moving)
+    return _unidentified_finding(st, None, moving)
 
 
 class TwoDriversState:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable
 
 from collector.rules import crew
@@ -31,9 +30,10 @@ class Unidentified(RuleBase):
         return crew.unidentified_change(self.states[v.id], v, ms)
 
     def open(self, as_of: int) -> Iterable[Finding | None]:
-        """The episodes at ``as_of`` (judged on copies)."""
+        """The episodes at ``as_of`` (judged without changing the states)."""
         for st in self.states.values():
-            yield crew.unidentified_open(copy.copy(st), as_of)
+            if st.start is not None:
+                yield crew.unidentified_open(st, as_of)
 
 
 RULE = Unidentified
