@@ -51,7 +51,7 @@ from collector.partitions import partition_names, partition_of, partition_regist
 from collector.rules.finding import Finding
 from collector.rules.profile import Profile
 from collector.store import Store
-from collector.store_partition import Item, _item, _key, partition_records
+from collector.store_partition import Item, _key, partition_records
 from protocols.records import ts_to_ms
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ KEEP_BACK_MS = 15_000
 #: Seconds between two writes of a partition's tail checkpoint to the store while its state is
 #: kept in memory (:class:`Kept`): a collector that dies replays at most this much more.
 TAIL_WRITE_S = 10.0
+#: Findings' start times kept parsed (:func:`finding_row`) before the table is emptied.
+STARTS_KEPT = 100_000
 #: Evaluations whose lateness the settling delay remembers.
 SETTLE_MEMORY = 20
 #: The share of a partition's vehicles whose lateness the tail waits for; a vehicle later than
@@ -77,12 +79,17 @@ SETTLE_MEMORY = 20
 SETTLE_QUANTILE = 0.95
 
 
-def finding_row(f: Finding, part: str, kept_ms: int | None,
-                text: str | None = None) -> tuple[Any, ...]:
+def finding_row(f: Finding, part: str, kept_ms: int | None, text: str | None = None,
+                times: dict[str, int] | None = None) -> tuple[Any, ...]:
     """A finding as the columns of ``findings`` (store_live.UPSERT_FINDING's order);
-    ``text``: its JSON when already made."""
-    return (f["id"], f["rule"], f["vehicle"], f["driver"], ts_to_ms(f["start"]),
-            None if f["end"] is None else ts_to_ms(f["end"]),
+    ``text``: its JSON when already made; ``times``: ``ts`` -> ms already parsed (filled in)."""
+    start, end = f["start"], f["end"]
+    if times is None:
+        start_ms = ts_to_ms(start)
+    else:
+        start_ms = times.get(start) or times.setdefault(start, ts_to_ms(start))
+    return (f["id"], f["rule"], f["vehicle"], f["driver"], start_ms,
+            None if end is None else ts_to_ms(end),
             orjson.dumps(f).decode() if text is None else text, part, kept_ms)
 
 
@@ -190,6 +197,8 @@ class LiveRules:
         self.settling = Settling()
         #: partition -> its state kept in memory (:class:`Kept`)
         self.kept: dict[str, Kept] = {}
+        #: findings' ``start`` -> ms: an open finding is written again at every evaluation
+        self._starts: dict[str, int] = {}
 
     def evaluate(self, as_of_ms: int, made_ms: int,
                  held: Collection[str] | None = None) -> Evaluation:
@@ -273,9 +282,13 @@ class LiveRules:
         if kept is not None and kept.last_id == judged_id and last_id is not None:
             items = kept.items
             wanted = set(vehicles)
-            fresh = sorted((_item(str(text)) for vehicle, text in self.store._read(
-                "SELECT vehicle, record FROM records WHERE id > ? AND id <= ?",
-                (judged_id, last_id)) if str(vehicle) in wanted), key=_key)
+            # the order's fields from their columns (record_row's, from the record itself):
+            # only the JSON is parsed
+            fresh = sorted(((int(ms), str(vehicle), int(seq), str(agent), orjson.loads(text))
+                            for vehicle, agent, seq, ms, text in self.store._read(
+                                "SELECT vehicle, agent, seq, ts_ms, record FROM records "
+                                "WHERE id > ? AND id <= ?", (judged_id, last_id))
+                            if vehicle in wanted), key=_key)
             if fresh:          # merged in order: only the part of the list after the first
                 at = bisect_left(items, _key(fresh[0]), key=_key)
                 tail = items[at:]
@@ -400,7 +413,7 @@ class LiveRules:
             at = kept_at[fid] if closed.get(fid) is f else None
             now_found[fid] = (text, at)
             if before.get(fid) != (text, at):
-                upserts.append(finding_row(f, part, at, text))
+                upserts.append(finding_row(f, part, at, text, self._starts))
         gone = [i for i in before if i not in now_found]
         newest = judge.latest_ms
         now = time.monotonic()
@@ -420,6 +433,8 @@ class LiveRules:
             as_of_ms=as_of_ms, made_ms=made_ms, last_id=last_id,
             lease=None if self.leases is None or not self.leases.shared
             else (self.leases.holder, self.leases.ttl_ms))
+        if len(self._starts) > STARTS_KEPT:
+            self._starts.clear()
         report.upserted += len(upserts)
         report.deleted += len(gone)
         if last_id is None or settled is None:

@@ -48,9 +48,18 @@ def operator_of(part: str) -> str | None:
     return part.removeprefix(OPERATOR_PREFIX) if part.startswith(OPERATOR_PREFIX) else None
 
 
+_NAMES: dict[int, tuple[Registry, list[str]]] = {}
+
+
 def partition_names(registry: Registry) -> list[str]:
-    """Every partition the registry makes, ``fleet`` always among them, sorted."""
-    return sorted({FLEET} | {partition_of(v, registry) for v in registry.vehicles})
+    """Every partition the registry makes, ``fleet`` always among them, sorted (made once per
+    registry: the live rules ask at every evaluation)."""
+    cached = _NAMES.get(id(registry))
+    if cached is not None and cached[0] is registry:
+        return list(cached[1])
+    names = sorted({FLEET} | {partition_of(v, registry) for v in registry.vehicles})
+    _NAMES[id(registry)] = (registry, names)
+    return list(names)
 
 
 def _named(registry: Registry) -> bool:
