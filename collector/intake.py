@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import orjson
 import zstandard
 
 from collector.store import Reject, record_row
@@ -309,20 +308,12 @@ def _prepare(
 
 def record_hashes(objs: list[Any]) -> list[str | None]:
     """The chain hash of each record of a batch by the batch path (protocols/canonical_batch.py:
-    keys and value types checked once for the batch, in C), None for each that path leaves to
-    :func:`protocols.chain.record_hash` (the same bytes by the longer road, or the reason a
-    record has none): the same hashes as record_hash, record by record."""
-    out: list[str | None] = []
-    add = out.append
-    for obj in canonical_batch.ready(objs):
-        if obj is None:
-            add(None)
-            continue
-        try:
-            add(hashlib.sha256(orjson.dumps(obj, option=canonical_batch.OPTIONS)).hexdigest())
-        except orjson.JSONEncodeError:  # an integer beyond ±(2**53 - 1), a lone surrogate
-            add(None)
-    return out
+    the checks of the canonical form done column by column, in C), None for each that path
+    leaves to :func:`protocols.chain.record_hash` (the same bytes by the longer road, or the
+    reason a record has none): the same hashes as record_hash, record by record."""
+    sha256 = hashlib.sha256
+    return [None if form is None else sha256(form).hexdigest()
+            for form in canonical_batch.forms(objs)]
 
 
 def _bounded(failed: dict[str, list[Any]]) -> dict[str, list[Any]]:

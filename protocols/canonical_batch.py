@@ -1,100 +1,246 @@
-"""The canonical form of many flat records at once: the checks of the one-pass path done per
-batch, for the collector's ingest (``collector/intake.py``). (Written for the agent's buffer,
-issue 16, and not kept there: on the agent's commits it cost more CPU than the one-pass path
-record by record, firmware-notes/agent.md.)
+"""The canonical form of many flat records at once, for the collector's ingest
+(``collector/intake.py``): the checks of the one-pass path done column by column over a batch,
+in C loops (``map``, ``compress``, set and list operations), not record by record in Python.
 
 :func:`protocols.canonical.canonical` checks each record on its own (keys ASCII, values
 scalars, timestamps already canonical, each double at its precision) before ``orjson`` writes
-it. :func:`ready` does the same checks for a whole batch: the key and type checks once over all
-the records' keys and values (in C), the timestamps and the doubles in one pass over the batch.
-For each record it gives what ``orjson.dumps(…, option=OPTIONS)`` writes as that record's
-canonical form (the record itself when nothing needs changing, else a copy with its doubles
-normalized), or None when the record does not go this way: :func:`canonical` then decides (it
-gives the same bytes by the longer road, or RecordError). ``orjson`` may still refuse an
-object given here (an integer beyond ±(2**53 - 1), a lone surrogate): that record too is
-:func:`canonical`'s. ``tests/trust/test_canonical_batch.py`` checks the bytes against
-:func:`canonical` record by record.
+it. :func:`forms` does the same checks for a whole batch and gives, for each record, the bytes
+``canonical`` gives — or None when the record does not go this way (``canonical`` then decides:
+it gives the same bytes by the longer road, or RecordError):
 
-A field set on a ready record after the checks (the agent's ``seq`` and ``prev``, a chain hash)
-must be a value the one-pass path writes as RFC 8785 does: an ASCII string, an integer within
-±(2**53 - 1) (``OPTIONS`` refuses the others).
+- keys and value types: once over all the records' keys and values;
+- timestamps (``ts``, ``scheduled``, ``incident_ts``): the batch's values of a field checked
+  against the canonical shape in one regular-expression match, and each distinct minute once;
+- doubles: the values of each field that holds one, checked together — finite, already at
+  their precision (``round(v × 10ᵖ) / 10ᵖ == v`` below 10⁶, as the one-pass path checks), not
+  in [10⁻⁶, 10⁻⁵) (``orjson`` writes those otherwise than RFC 8785) — and only a column that
+  fails a check is looked at value by value. A whole double is written as the integer it
+  equals: the records hold that integer (set in C, ``dict.__setitem__`` mapped over them) only
+  while ``orjson`` writes them, and get their own double back before :func:`forms` returns
+  (the records are never left changed, whatever happens).
+
+``orjson`` may still refuse a record (an integer beyond ±(2**53 - 1), a lone surrogate): that
+record too is :func:`canonical`'s. ``tests/trust/test_canonical_batch.py`` checks the bytes
+against ``jcs(normalized(rec))`` record by record. (Written first for the agent's buffer,
+issue 16, and not kept there: record by record was cheaper on the agent's commits,
+firmware-notes/agent.md.)
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
-from itertools import chain
+from itertools import chain, compress, repeat
+from operator import eq, is_, is_not
 from typing import Any, Final
 
 import orjson
 
-from protocols.canonical import (
-    _FLAT_TYPES,
-    _NO_PLACES,
-    _PLACES,
-    _SCALES,
-    TIMESTAMP_FIELDS,
-)
+from protocols.canonical import _FLAT_TYPES, _SCALES, PRECISION, TIMESTAMP_FIELDS
 from protocols.fields import _canonical_ts_ms
 from protocols.records import MAX_SAFE_INT
 
 #: orjson's options for a ready record: keys sorted, integers beyond ±(2**53 - 1) refused.
 OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 
+#: kind → {field: decimal places} and field → {kind: decimal places}
+#: (:data:`protocols.canonical.PRECISION` both ways).
+_PLACES_BY_KIND: Final[dict[str, dict[str, int]]] = {}
+_PLACES_BY_FIELD: Final[dict[str, dict[str, int]]] = {}
+for (_kind, _field), _places in PRECISION.items():
+    _PLACES_BY_KIND.setdefault(_kind, {})[_field] = _places
+    _PLACES_BY_FIELD.setdefault(_field, {})[_kind] = _places
 
-def ready(recs: Sequence[dict[str, Any]]) -> list[dict[str, Any] | None]:
-    """For each record, the object ``orjson.dumps(…, option=OPTIONS)`` writes as its canonical
-    form (the record itself, or a copy with its doubles normalized), or None when
-    :func:`protocols.canonical.canonical` must decide."""
-    if not recs:
+#: Timestamps in the canonical form ``YYYY-MM-DDTHH:MM:SS.sssZ``, each followed by a newline:
+#: ASCII digits, month 01–12, day 01–31 and not one its month never has (February 29 is left
+#: out too, and a batch with one goes value by value: which years have it is not a pattern's),
+#: hour 00–23, minute and second 00–59. The year within 1970–2100 is checked on the batch's
+#: earliest and latest value.
+_TIMES: Final = re.compile(
+    r"(?:[0-9]{4}-(?!02-(?:29|3)|(?:0[469]|11)-31)(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+    r"T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{3}Z\n)*")
+#: places → a decimal point followed by more digits than that.
+_TOO_PRECISE: Final = {places: re.compile(rb"\.[0-9]{%d}" % (places + 1))
+                       for places in set(PRECISION.values())}
+_DICT: Final = frozenset({dict})
+_FLOAT: Final = frozenset({float})
+
+_get = dict.get
+_set = dict.__setitem__
+
+
+def forms(recs: Sequence[Any]) -> list[bytes | None]:
+    """For each record, its canonical bytes (what :func:`protocols.canonical.canonical` gives),
+    or None when ``canonical`` must decide. The records are not changed."""
+    n = len(recs)
+    if not n:
         return []
-    if any(type(rec) is not dict for rec in recs):
-        return [None] * len(recs)
+    if not set(map(type, recs)) <= _DICT:
+        return [None] * n
     keys = set(chain.from_iterable(recs))
     try:
-        if not "".join(keys).isascii():
-            return [None] * len(recs)
-    except TypeError:  # a key that is not a string
-        return [None] * len(recs)
-    types = set(map(type, chain.from_iterable(rec.values() for rec in recs)))
+        if not "".join(keys).isascii():  # every key a string (TypeError otherwise), all ASCII
+            return [None] * n
+    except TypeError:
+        return [None] * n
+    value_types = list(map(type, chain.from_iterable(map(dict.values, recs))))
+    types = set(value_types)
     if not types <= _FLAT_TYPES:
-        return [None] * len(recs)
-    out: list[dict[str, Any] | None] = list(recs)
+        return [None] * n  # nested, or not JSON
+    left = [False] * n  # records left to canonical()
     for key in TIMESTAMP_FIELDS:
-        if key not in keys:
-            continue
-        for i, value in enumerate([rec.get(key) for rec in recs]):
-            if value is not None and (type(value) is not str or _canonical_ts_ms(value) is None):
-                out[i] = None  # another offset or fraction, or not a time: canonical() decides
+        if key in keys:
+            _times(recs, key, left)
+    # (record index, field, integer written, double kept) of the whole doubles
+    whole: list[tuple[list[int], str, list[Any], list[float]]] = []
     if float in types:
-        places_of = [_PLACES.get(rec.get("kind"), _NO_PLACES)  # type: ignore[arg-type]
-                     for rec in recs]
-        doubles = [(i, key, value) for i, rec in enumerate(recs) for key, value in rec.items()
-                   if type(value) is float]
-        for i, key, value in doubles:
-            target = out[i]
-            if target is None:
-                continue
-            # As protocols.canonical._flat_record: a double at its precision is kept (the agent
-            # rounds what it records); else rounded; whole, it is written as the integer.
-            written: float | int = value
-            places = places_of[i].get(key)
-            if places is not None:
-                scale = _SCALES[places]
-                if not (-1e6 < value < 1e6 and round(value * scale) / scale == value):
-                    written = round(value, places)
-            size = abs(written)
-            if not size < math.inf or 1e-6 <= size < 1e-5:
-                out[i] = None
-                continue
-            if size.is_integer():
-                if size > MAX_SAFE_INT:
-                    out[i] = None
-                    continue
-                written = int(written)
-            if written is not value:
-                if target is recs[i]:
-                    target = out[i] = dict(recs[i])
-                target[key] = written
+        _doubles(recs, keys, value_types.count(float), left, whole)
+    try:
+        for index, key, ints, _ in whole:
+            list(map(_set, map(recs.__getitem__, index), repeat(key), ints))
+        try:
+            out: list[bytes | None] = list(map(orjson.dumps, recs, repeat(None), repeat(OPTIONS)))
+        except orjson.JSONEncodeError:  # an integer beyond ±(2**53 - 1), a lone surrogate
+            out = list(map(_dumps, recs))
+    finally:
+        for index, key, _, doubles in whole:
+            list(map(_set, map(recs.__getitem__, index), repeat(key), doubles))
+    if True in left:
+        for i in compress(range(n), left):
+            out[i] = None
     return out
+
+
+def _dumps(rec: dict[str, Any]) -> bytes | None:
+    try:
+        return orjson.dumps(rec, option=OPTIONS)
+    except orjson.JSONEncodeError:
+        return None
+
+
+def _times(recs: Sequence[dict[str, Any]], key: str, left: list[bool]) -> None:
+    """Leave to canonical() the records whose ``key`` is not a canonical timestamp."""
+    column: list[Any] = list(map(_get, recs, repeat(key)))
+    present = column
+    if None in column:  # records without the field: nothing to check there
+        present = list(compress(column, map(is_not, column, repeat(None))))
+        if not present:
+            return
+    try:
+        text = "\n".join(present) + "\n"
+    except TypeError:  # not a string
+        text = ""
+    # 24 characters and a newline each (the length says so, the pattern where the newlines
+    # are): every value matches the pattern on its own
+    if (len(text) == 25 * len(present) and _TIMES.fullmatch(text) is not None
+            and min(present)[:4] >= "1970" and max(present)[:4] <= "2100"):
+        return
+    for i, value in enumerate(column):  # some value is not canonical: which
+        if value is not None and (type(value) is not str or _canonical_ts_ms(value) is None):
+            left[i] = True  # another offset or fraction, or not a time: canonical() decides
+
+
+def _doubles(recs: Sequence[dict[str, Any]], keys: set[str], count: int, left: list[bool],
+             whole: list[tuple[list[int], str, list[Any], list[float]]]) -> None:
+    """Check every double of the batch (``count`` of them): the fields with a documented
+    precision kind by kind, then — only if some double is elsewhere — the others."""
+    n = len(recs)
+    kinds: list[Any] = list(map(_get, recs, repeat("kind")))
+    distinct = set(kinds)
+    seen = 0
+    for kind in distinct:
+        fields = _PLACES_BY_KIND.get(kind) if type(kind) is str else None
+        if not fields:
+            continue
+        if len(distinct) == 1:
+            index, group = list(range(n)), recs
+        else:
+            mask = list(map(eq, kinds, repeat(kind)))  # flat values: only a string equals it
+            index, group = list(compress(range(n), mask)), list(compress(recs, mask))
+        for key, places in fields.items():
+            if key not in keys:
+                continue
+            column: list[Any] = list(map(_get, group, repeat(key)))
+            types = set(map(type, column))
+            if float not in types:
+                continue
+            at, values = index, column
+            if types != _FLOAT:
+                mask = list(map(is_, map(type, column), repeat(float)))
+                at, values = list(compress(index, mask)), list(compress(column, mask))
+            seen += len(values)
+            _column(recs, key, places, at, values, left, whole)
+    if seen == count:
+        return
+    for key in keys:  # doubles without a precision: in other fields, or of other kinds
+        column = list(map(_get, recs, repeat(key)))
+        mask = list(map(is_, map(type, column), repeat(float)))
+        by_kind = _PLACES_BY_FIELD.get(key)
+        if by_kind is not None:  # those of kinds with a precision for it were seen above
+            mask = [found and not (type(kind) is str and kind in by_kind)
+                    for found, kind in zip(mask, kinds, strict=True)]
+        if True in mask:
+            _column(recs, key, None, list(compress(range(n), mask)),
+                    list(compress(column, mask)), left, whole)
+
+
+def _column(recs: Sequence[dict[str, Any]], key: str, places: int | None, index: list[int],
+            values: list[float], left: list[bool],
+            whole: list[tuple[list[int], str, list[Any], list[float]]]) -> None:
+    """The doubles ``values`` of field ``key`` (records ``index``), of ``places`` decimal
+    places (None: no precision): checked together on how ``orjson`` writes them; value by value
+    (:func:`_one_by_one`) only if a check fails.
+
+    ``orjson`` writes a double as the shortest decimal that reads back as it (exactly; an
+    exponent below 1e-5 and from 1e16 on, ``null`` for NaN and infinity). So with no exponent,
+    a double written with at most ``places`` decimals is at its precision — ``round(v, places)``
+    is ``v`` (the decimal it is written as is within half a last place of it, far below
+    10**-places / 2 in the range without an exponent), as protocols.canonical._flat_record
+    finds — and one written with more is not; ``.0`` is written for a whole double, and only
+    for one."""
+    text = orjson.dumps(values)
+    if b"e" in text or b"n" in text or (
+            places is not None and _TOO_PRECISE[places].search(text) is not None):
+        _one_by_one(recs, key, places, index, values, left, whole)
+        return
+    if b".0," not in text and not text.endswith(b".0]"):
+        return  # no whole double: orjson writes each as RFC 8785 does
+    is_whole = list(map(float.is_integer, values))
+    doubles = list(compress(values, is_whole))
+    if places is None and max(map(abs, doubles)) > MAX_SAFE_INT:
+        _one_by_one(recs, key, places, index, values, left, whole)
+        return
+    whole.append((list(compress(index, is_whole)), key, list(map(int, doubles)), doubles))
+
+
+def _one_by_one(recs: Sequence[dict[str, Any]], key: str, places: int | None,
+                index: list[int], values: list[float], left: list[bool],
+                whole: list[tuple[list[int], str, list[Any], list[float]]]) -> None:
+    """:func:`_column` value by value, as protocols.canonical._flat_record does: each double
+    rounded to its precision unless already there, left to canonical() if orjson writes it
+    otherwise than RFC 8785, written as the integer it equals when whole."""
+    changed: list[int] = []
+    written_values: list[Any] = []
+    kept: list[float] = []
+    for i, value in zip(index, values, strict=True):
+        written: float | int = value
+        if places is not None:
+            scale = _SCALES[places]
+            if not (-1e6 < value < 1e6 and round(value * scale) / scale == value):
+                written = round(value, places)
+        size = abs(written)
+        if not size < math.inf or 1e-6 <= size < 1e-5:
+            left[i] = True
+            continue
+        if size.is_integer():
+            if size > MAX_SAFE_INT:
+                left[i] = True
+                continue
+            written = int(written)
+        if written is not value:
+            changed.append(i)
+            written_values.append(written)
+            kept.append(value)
+    if changed:
+        whole.append((changed, key, written_values, kept))

@@ -1,14 +1,14 @@
 """The canonical form of a batch of records (protocols/canonical_batch.py) is, record by record,
-exactly RFC 8785 over the normalized record (jcs(normalized(rec)))."""
+exactly RFC 8785 over the normalized record (jcs(normalized(rec))), and leaves the records as
+they were."""
 
 from __future__ import annotations
 
-import orjson
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from protocols.canonical import jcs, normalized
-from protocols.canonical_batch import OPTIONS, ready
+from protocols.canonical_batch import forms
 from protocols.records import RecordError
 
 _values = (
@@ -50,19 +50,85 @@ def _expected(rec: dict[str, object]) -> bytes | None:
           {"kind": "speed", "kmh": 0.0, "ts": "2026-03-02T14:00:01.000Z", "odometer_m": 22},
           {"kind": "speed", "kmh": float("nan"), "ts": "2026-03-02T14:00:01.000Z"}])
 @example([{"kind": "position", "ts": "2026-03-02T14:00:01.000Z"}, {"é": 1}])
-def test_each_ready_record_is_written_as_rfc8785_writes_it(recs: list[dict[str, object]]) -> None:
+def test_each_record_is_written_as_rfc8785_writes_it(recs: list[dict[str, object]]) -> None:
+    _check(recs)
+
+
+def _check(recs: list[dict[str, object]]) -> list[bytes | None]:
     before = [dict(rec) for rec in recs]
-    got = ready(recs)
-    assert recs == before  # the records themselves are never changed
+    kept = [list(map(id, rec.values())) for rec in recs]
+    got = forms(recs)
+    # the records themselves are left as they were: same values, the same objects
+    assert recs == before
+    assert [list(map(id, rec.values())) for rec in recs] == kept
     assert len(got) == len(recs)
-    for rec, prepared in zip(recs, got, strict=True):
-        if prepared is None:
-            continue  # canonical() decides (tests/test_canonical.py)
-        try:
-            written = orjson.dumps(prepared, option=OPTIONS)
-        except orjson.JSONEncodeError:
-            continue  # refused by orjson: canonical() decides
-        assert written == _expected(rec)
+    for rec, written in zip(recs, got, strict=True):
+        if written is not None:  # None: canonical() decides (tests/test_canonical.py)
+            assert written == _expected(rec)
+    return got
+
+
+# Batches that take each way of the column checks: whole doubles (written as integers), doubles
+# off their precision, several kinds sharing a field with and without a precision, a double in
+# [1e-6, 1e-5) or beyond 2**53 among good ones, timestamps of another offset, an invalid day, a
+# newline inside, and fields only some records have.
+_T = "2026-03-02T14:00:01.000Z"
+
+
+@given(st.lists(st.sampled_from([
+    {"kind": "speed", "ts": _T, "kmh": 61.0, "odometer_m": 5},
+    {"kind": "speed", "ts": _T, "kmh": 61.25},
+    {"kind": "speed", "ts": _T, "kmh": 61.257},
+    {"kind": "speed", "ts": _T, "kmh": -0.0},
+    {"kind": "speed", "ts": "2026-03-02T11:00:01-03:00", "kmh": 1.5},
+    {"kind": "speed", "ts": "2026-02-30T14:00:01.000Z", "kmh": 1.5},
+    {"kind": "speed", "ts": "2026-03-02T14:00:01.000Z\n2026-03-02T14:00:01.000Z"[:24]},
+    {"kind": "speed", "ts": "2026-03-02T14:00:0\n.000Z"},
+    {"kind": "speed", "ts": "1969-12-31T23:59:59.999Z"},
+    {"kind": "speed", "ts": "2101-01-01T00:00:00.000Z"},
+    {"kind": "speed", "ts": "2100-12-31T23:59:59.999Z", "kmh": 0.5},
+    {"kind": "speed", "ts": "2028-02-29T10:00:00.000Z", "kmh": 3.0},
+    {"kind": "speed", "ts": "2027-02-29T10:00:00.000Z"},
+    {"kind": "speed", "ts": "2026-04-31T10:00:00.000Z"},
+    {"kind": "speed", "ts": 1772460000000},
+    {"kind": "speed", "ts": "2026-03-02T24:00:01.000Z"},
+    {"kind": "speed", "ts": None, "kmh": 2e6 + 0.5},
+    {"kind": "position", "ts": _T, "lat": -23.5000001, "lon": -46.62, "kmh": 74.08,
+     "course": 90.0},
+    {"kind": "position", "ts": _T, "lat": 0.000001, "lon": 5e-6, "course": 359.99},
+    {"kind": "position", "ts": _T, "lat": -23.50000012, "lon": 1e-7, "course": 360.0},
+    {"kind": "door", "ts": _T, "kmh": 61.0, "x": 2.0**53, "y": 3.0},
+    {"kind": "door", "ts": _T, "kmh": 1e-6, "x": 2.5, "scheduled": _T},
+    {"kind": "door", "ts": _T, "x": 9007199254740991.0, "incident_ts": "2026-03-02"},
+    {"kind": "trip", "x": float("inf"), "y": 1e-5},
+    {"kind": "trip", "y": float("nan"), "z": 2**60},
+    {"kind": "trip", "z": "\ud800", "w": 0.5},
+]), max_size=12))
+@settings(max_examples=400, deadline=None)
+def test_batches_that_take_each_way(recs: list[dict[str, object]]) -> None:
+    _check([dict(rec) for rec in recs])
+
+
+def test_whole_doubles_are_written_as_integers_and_given_back() -> None:
+    recs: list[dict[str, object]] = [
+        {"kind": "speed", "ts": _T, "kmh": 61.0, "seq": 1},
+        {"kind": "position", "ts": _T, "lat": -23.5, "lon": -46.0, "kmh": 0.0, "course": 90.0},
+    ]
+    got = _check(recs)
+    assert got[0] == b'{"kind":"speed","kmh":61,"seq":1,"ts":"2026-03-02T14:00:01.000Z"}'
+    assert got[1] == (b'{"course":90,"kind":"position","kmh":0,"lat":-23.5,"lon":-46,'
+                      b'"ts":"2026-03-02T14:00:01.000Z"}')
+    assert type(recs[0]["kmh"]) is float
+    assert [type(recs[1][key]) for key in ("lat", "lon", "kmh", "course")] == [float] * 4
+
+
+def test_one_odd_value_leaves_only_its_record() -> None:
+    good = {"kind": "speed", "ts": _T, "kmh": 61.5}
+    recs: list[dict[str, object]] = [dict(good), {**good, "x": 1e-6}, dict(good),
+                                     {**good, "ts": "2026-03-02T11:00:01-03:00"},
+                                     {**good, "z": 2**60}, dict(good)]
+    got = _check(recs)
+    assert [g is None for g in got] == [False, True, False, True, True, False]
 
 
 def test_a_day_of_one_bus_goes_the_batch_way() -> None:
@@ -70,6 +136,6 @@ def test_a_day_of_one_bus_goes_the_batch_way() -> None:
 
     recs = [{**rec, "agent": "a1", "seq": 1, "prev": "0" * 64}
             for _, rec in day_of_records(500)]
-    got = ready(recs)
-    assert all(prepared is not None for prepared in got)
-    assert [orjson.dumps(p, option=OPTIONS) for p in got] == [_expected(r) for r in recs]
+    got = forms(recs)
+    assert all(written is not None for written in got)
+    assert got == [_expected(r) for r in recs]
