@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -156,8 +157,11 @@ def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
     verifier is running), each batch stored whole is checked inside (every ``prev`` against the
     hash before it; a break is an ``integrity`` row, as the verifier writes) and returned as a
     :class:`Stretch` for the verifier, to be handed over once committed."""
+    # (the columns of each batch's links taken in C: a batch of stored records has no entry)
     entries = [(p.vehicle, p.agent, s, h, prev, st, p.received_ms)
-               for p in parts if p is not None for s, h, prev, st in p.links if st != "stored"]
+               for p in parts if p is not None
+               and list(map(_STATE, p.links)).count("stored") != len(p.links)
+               for s, h, prev, st in p.links if st != "stored"]
     if entries:
         store._executemany(tx, INSERT_LINK, entries)
     # What was there under each batch's seqs: the links (hash-only entries, links of records
@@ -165,7 +169,7 @@ def write_many(store: Store, tx: Any, parts: Sequence[ChainPart | None],
     # the group — and the records' hashes where some record was not new (a resend, a conflict).
     chained = [i for i, p in enumerate(parts) if p is not None and p.links]
     stored = store._received_hashes([
-        (p.vehicle, p.agent, [s for s, _, _, _ in p.links], news[i] < len(rows[i]))
+        (p.vehicle, p.agent, list(map(_SEQ, p.links)), news[i] < len(rows[i]))
         for i in chained if (p := parts[i]) is not None])
     known = dict(zip(chained, stored, strict=True))
     found: list[tuple[str, str, Stretch]] = []
@@ -193,19 +197,25 @@ def _checked_inside(part: ChainPart, breaks: list[tuple[Any, ...]]) -> Stretch |
     links = part.links
     if not links:
         return None
-    first, expected, prev, _ = links[0]
-    seq = first
-    found = []
-    for at, digest, before, _ in links[1:]:
-        if at != seq + 1:
-            return None
-        if before != expected:
-            found.append(at)
-        seq, expected = at, digest
-    breaks.extend((part.vehicle, part.agent, at, "chain_break",
-                   "prev is not the hash of the record before it", None, part.received_ms)
-                  for at in found)
-    return Stretch(first, prev, seq, expected)
+    first, _, prev, _ = links[0]
+    last, digest, _, _ = links[-1]
+    # compared column by column (in C): the seqs one after the other, each prev the hash before
+    if list(map(_SEQ, links)) != list(range(first, first + len(links))):
+        return None
+    hashes = list(map(_HASH, links))
+    prevs = list(map(_PREV, links))
+    if prevs[1:] != hashes[:-1]:
+        breaks.extend((part.vehicle, part.agent, at, "chain_break",
+                       "prev is not the hash of the record before it", None, part.received_ms)
+                      for (at, _, before, _), expected in zip(links[1:], hashes, strict=False)
+                      if before != expected)
+    return Stretch(first, prev, last, digest)
+
+
+_SEQ: Final = itemgetter(0)
+_HASH: Final = itemgetter(1)
+_PREV: Final = itemgetter(2)
+_STATE: Final = itemgetter(3)
 
 
 def _conflicts(store: Store, tx: Any, part: ChainPart, rows: list[tuple[Any, ...]], new: int,

@@ -48,9 +48,9 @@ OPTIONS: Final = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
 #: (:data:`protocols.canonical.PRECISION` both ways).
 _PLACES_BY_KIND: Final[dict[str, dict[str, int]]] = {}
 _PLACES_BY_FIELD: Final[dict[str, dict[str, int]]] = {}
-for (_kind, _field), _places in PRECISION.items():
-    _PLACES_BY_KIND.setdefault(_kind, {})[_field] = _places
-    _PLACES_BY_FIELD.setdefault(_field, {})[_kind] = _places
+for (_k, _f), _p in PRECISION.items():
+    _PLACES_BY_KIND.setdefault(_k, {})[_f] = _p
+    _PLACES_BY_FIELD.setdefault(_f, {})[_k] = _p
 
 #: Timestamps in the canonical form ``YYYY-MM-DDTHH:MM:SS.sssZ``, each followed by a newline:
 #: ASCII digits, month 01–12, day 01–31 and not one its month never has (February 29 is left
@@ -63,8 +63,9 @@ _TIMES: Final = re.compile(
 #: places → a decimal point followed by more digits than that.
 _TOO_PRECISE: Final = {places: re.compile(rb"\.[0-9]{%d}" % (places + 1))
                        for places in set(PRECISION.values())}
+#: What a list of numbers written plainly by orjson is made of.
+_PLAIN_NUMBERS: Final = b"0123456789.,-[]"
 _DICT: Final = frozenset({dict})
-_FLOAT: Final = frozenset({float})
 
 _get = dict.get
 _set = dict.__setitem__
@@ -159,22 +160,12 @@ def _doubles(recs: Sequence[dict[str, Any]], keys: set[str], count: int, left: l
             mask = list(map(eq, kinds, repeat(kind)))  # flat values: only a string equals it
             index, group = list(compress(range(n), mask)), list(compress(recs, mask))
         for key, places in fields.items():
-            if key not in keys:
-                continue
-            column: list[Any] = list(map(_get, group, repeat(key)))
-            types = set(map(type, column))
-            if float not in types:
-                continue
-            at, values = index, column
-            if types != _FLOAT:
-                mask = list(map(is_, map(type, column), repeat(float)))
-                at, values = list(compress(index, mask)), list(compress(column, mask))
-            seen += len(values)
-            _column(recs, key, places, at, values, left, whole)
+            if key in keys:
+                seen += _field(recs, key, places, index, group, left, whole)
     if seen == count:
         return
     for key in keys:  # doubles without a precision: in other fields, or of other kinds
-        column = list(map(_get, recs, repeat(key)))
+        column: list[Any] = list(map(_get, recs, repeat(key)))
         mask = list(map(is_, map(type, column), repeat(float)))
         by_kind = _PLACES_BY_FIELD.get(key)
         if by_kind is not None:  # those of kinds with a precision for it were seen above
@@ -185,9 +176,42 @@ def _doubles(recs: Sequence[dict[str, Any]], keys: set[str], count: int, left: l
                     list(compress(column, mask)), left, whole)
 
 
+def _field(recs: Sequence[dict[str, Any]], key: str, places: int, index: list[int],
+           group: Sequence[dict[str, Any]], left: list[bool],
+           whole: list[tuple[list[int], str, list[Any], list[float]]]) -> int:
+    """Field ``key`` of the records ``group`` (``index`` in ``recs``), of a kind that keeps it
+    at ``places`` decimal places: its doubles checked (:func:`_column`); how many there are.
+    The column is written by ``orjson`` once: with nothing but numbers written plainly in it
+    (no exponent, ``null``, boolean or string), each double is the one number with a point."""
+    column: list[Any] = list(map(_get, group, repeat(key)))
+    at = index
+    if None in column:  # an optional field some records do not have
+        has = list(map(is_not, column, repeat(None)))
+        at, column = list(compress(index, has)), list(compress(column, has))
+        if not column:
+            return 0
+    try:
+        text = orjson.dumps(column)
+    except orjson.JSONEncodeError:  # an integer beyond 64 bits
+        text = b"?"
+    if not text.translate(None, _PLAIN_NUMBERS):
+        doubles = text.count(b".")
+        if doubles == len(column):
+            _column(recs, key, places, at, column, left, whole, text)
+            return doubles
+        if not doubles:
+            return 0
+    mask = list(map(is_, map(type, column), repeat(float)))  # doubles among other values
+    values = list(compress(column, mask))
+    if values:
+        _column(recs, key, places, list(compress(at, mask)), values, left, whole)
+    return len(values)
+
+
 def _column(recs: Sequence[dict[str, Any]], key: str, places: int | None, index: list[int],
             values: list[float], left: list[bool],
-            whole: list[tuple[list[int], str, list[Any], list[float]]]) -> None:
+            whole: list[tuple[list[int], str, list[Any], list[float]]],
+            text: bytes | None = None) -> None:
     """The doubles ``values`` of field ``key`` (records ``index``), of ``places`` decimal
     places (None: no precision): checked together on how ``orjson`` writes them; value by value
     (:func:`_one_by_one`) only if a check fails.
@@ -198,8 +222,9 @@ def _column(recs: Sequence[dict[str, Any]], key: str, places: int | None, index:
     is ``v`` (the decimal it is written as is within half a last place of it, far below
     10**-places / 2 in the range without an exponent), as protocols.canonical._flat_record
     finds — and one written with more is not; ``.0`` is written for a whole double, and only
-    for one."""
-    text = orjson.dumps(values)
+    for one. (``text``: ``values`` as orjson writes them, when the caller has it.)"""
+    if text is None:
+        text = orjson.dumps(values)
     if b"e" in text or b"n" in text or (
             places is not None and _TOO_PRECISE[places].search(text) is not None):
         _one_by_one(recs, key, places, index, values, left, whole)

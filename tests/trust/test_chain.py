@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from protocols import identity
 from protocols.canonical import canonical
-from protocols.chain import GENESIS, checkpoint_valid, is_hash, record_hash, sign_checkpoint
+from protocols.chain import (
+    GENESIS,
+    Checkpoint,
+    checkpoint_message,
+    checkpoint_valid,
+    is_hash,
+    record_hash,
+    sign_checkpoint,
+)
 from tests.services import PROJECT
 
 RECORD = {"vehicle": "ABC1D23", "ts": "2026-03-02T14:00:01.000Z", "kind": "speed", "agent": "a1",
@@ -36,6 +47,40 @@ def test_a_checkpoint_verifies_only_for_what_was_signed(tmp_path: Path) -> None:
     assert not checkpoint_valid(identity.new_signing_key().public_key(), "ABC1D23", "a1", cp)
     moved = type(cp)(8, cp.hash, cp.key, cp.sig)
     assert not checkpoint_valid(key.public_key(), "ABC1D23", "a1", moved)
+
+
+#: The order of the Ed25519 group (RFC 8032, 5.1): a signature's S must be below it.
+L = 2**252 + 27742317777372353535851937790883648493
+
+
+def test_libsodium_verifies_checkpoints_as_cryptography_does() -> None:
+    # checkpoint_valid verifies with libsodium (PyNaCl), identity.verify with cryptography
+    # (OpenSSL): the same verdicts on a good signature and on altered ones
+    key = identity.new_signing_key()
+    cp = sign_checkpoint(key, "ABC1D23", "a1", 7, "ab" * 32)
+    message = checkpoint_message("ABC1D23", "a1", 7, "ab" * 32)
+    raw = base64.b64decode(cp.sig)
+    s = int.from_bytes(raw[32:], "little")
+    cases = {
+        "as signed": (raw, True),
+        "S + L (the same S modulo L, not canonical: RFC 8032 5.1.7 refuses it)":
+            (raw[:32] + (s + L).to_bytes(32, "little"), False),
+        "R altered": (bytes([raw[0] ^ 1]) + raw[1:], False),
+        "S altered": (raw[:40] + bytes([raw[40] ^ 1]) + raw[41:], False),
+    }
+    for what, (sig, expected) in cases.items():
+        altered = Checkpoint(7, cp.hash, cp.key, base64.b64encode(sig).decode())
+        assert checkpoint_valid(key.public_key(), "ABC1D23", "a1", altered) is expected, what
+        assert identity.verify(key.public_key(), sig, message) is expected, what
+
+
+def test_a_key_of_small_order_verifies_nothing() -> None:
+    # the neutral point as a public key, and R the neutral point with S = 0: [S]B = R + [k]A
+    # holds for every message, so a verifier that does not refuse such keys accepts it
+    neutral = (1).to_bytes(32, "little")
+    key = ed25519.Ed25519PublicKey.from_public_bytes(neutral)
+    forged = Checkpoint(7, "ab" * 32, "0" * 16, base64.b64encode(neutral + bytes(32)).decode())
+    assert not checkpoint_valid(key, "ABC1D23", "a1", forged)
 
 
 def test_the_agents_buffer_chains_every_record_it_captures(tmp_path: Path) -> None:
