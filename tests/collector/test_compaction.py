@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import psycopg
 import pytest
@@ -236,13 +238,16 @@ def test_compact_command(store_url: str, tmp_path: Path,
     where = (f'dsn = "{store_url}"' if store_url.startswith("postgresql")
              else f'path = "{store_url}"')
     config.write_text(f'registry = "{tmp_path / "fleet.json"}"\n[database]\n{where}\n')
-    # on the real clock (2026-12-01 or later) 27 November is past any N of 2 days
-    assert main(["collector", "compact", "--config", str(config), "--dry-run"]) == 0
+    # the command judges on the real clock: N is chosen so that the days past it are 27 and 28
+    # November whatever today is (day D is compacted on local day T when T - D > N: N = T - 29 Nov)
+    today = datetime.now(ZoneInfo("America/Sao_Paulo")).date()
+    older = ["--older-than-days", str((today - date(2026, 11, 29)).days)]
+    assert main(["collector", "compact", "--config", str(config), "--dry-run", *older]) == 0
     assert f"{BUS} 2026-11-27: would compact 16 records" in capsys.readouterr().out
     check = open_store(store_url)
     assert store_disc.days(check, BUS) == []
     check.close()
-    assert main(["collector", "compact", "--config", str(config)]) == 0
+    assert main(["collector", "compact", "--config", str(config), *older]) == 0
     assert f"{BUS} 2026-11-27: compacted 16 records" in capsys.readouterr().out
     # days compacted before migration 017_disc_summary (no summary) get the one compaction
     # writes, at the next run (and only then: --dry-run counts them)
@@ -252,9 +257,9 @@ def test_compact_command(store_url: str, tmp_path: Path,
     assert [d for d, _ in written] == ["2026-11-27", "2026-11-28"]
     check.apply([("UPDATE disc_days SET summary = NULL WHERE vehicle = ?", [(BUS,)])])
     check.close()
-    assert main(["collector", "compact", "--config", str(config), "--dry-run"]) == 0
+    assert main(["collector", "compact", "--config", str(config), "--dry-run", *older]) == 0
     assert "would summarize 2 compacted vehicle-days" in capsys.readouterr().err
-    assert main(["collector", "compact", "--config", str(config)]) == 0
+    assert main(["collector", "compact", "--config", str(config), *older]) == 0
     assert "summarized 2 vehicle-days compacted without a disc summary" in \
         capsys.readouterr().err
     check = open_store(store_url)
