@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -278,7 +278,7 @@ class Store(StoreSummaries, ABC):
                         self._executemany(tx, INSERT_REJECT, [r.row() for r in rejects])
                         added = sum(len(r.payload) for r in rejects)
                         tally = replace(tally, kept_bytes=tally.kept_bytes + added)
-                vehicles = [row for _, _, rows in groups for row in rows]
+                vehicles = _latest_states(row for _, _, rows in groups for row in rows)
                 if vehicles:
                     self._executemany(tx, self.upsert_vehicle_sql, vehicles)
                 if self.rejects_max_bytes is not None and tally.kept_bytes > self.rejects_max_bytes:
@@ -427,6 +427,19 @@ class Store(StoreSummaries, ABC):
             rows = int(self._read("SELECT count(*) FROM records WHERE vehicle = ?",
                                   (vehicle,))[0][0])
         return rows + store_disc.count(self, vehicle)
+
+
+def _latest_states(rows: Iterable[tuple[str, int, int, str | None]]
+                   ) -> list[tuple[str, int, int, str | None]]:
+    """One ``vehicles`` row per vehicle for the rows of a group (a group holds many batches of
+    few vehicles): the greatest record time and arrival, the last agent — what upserting every
+    row in turn would leave."""
+    out: dict[str, tuple[str, int, int, str | None]] = {}
+    for row in rows:
+        had = out.get(row[0])
+        out[row[0]] = row if had is None else (row[0], max(had[1], row[1]),
+                                               max(had[2], row[2]), row[3])
+    return list(out.values())
 
 
 def open_store(

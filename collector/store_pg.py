@@ -10,10 +10,12 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+from psycopg.pq import TransactionStatus
 
-from collector.store import INSERT_RECORD, Store, StoreError
-from collector.store_chain import INSERT_LINK
+from collector.store import INSERT_RECORD, RECORD_COLUMNS, Store, StoreError
+from collector.store_chain import INSERT_CHECKPOINT, INSERT_LINK
 from collector.store_schema import MIGRATIONS
+from protocols.uplink import seq_ranges
 
 _PLACEHOLDER = re.compile(r"\?")
 
@@ -35,14 +37,39 @@ def _unnest(sql: str, types: Sequence[str]) -> bytes:
     return f"{head} SELECT * FROM unnest({arrays}){tail}".encode()
 
 
-#: The hot path's inserts (every record, hash-only chain entries) as one statement per batch.
+#: The chain's inserts (hash-only entries, checkpoints) as one statement per group of batches.
 _BULK: Final[dict[str, bytes]] = {
-    INSERT_RECORD: _unnest(INSERT_RECORD, ("text", "text", "bigint", "text", "bigint", "text",
-                                           "bigint", "text", "text", "text", "bigint", "text",
-                                           "text")),
     INSERT_LINK: _unnest(INSERT_LINK, ("text", "text", "bigint", "text", "text", "text",
                                        "bigint")),
+    INSERT_CHECKPOINT: _unnest(INSERT_CHECKPOINT, ("text", "text", "bigint", "text", "text",
+                                                   "text", "bigint")),
 }
+
+#: The records of a write are COPYed (binary: psycopg formats the rows in C, where binding them
+#: as arrays formats every value in Python, ~60% of what the ingest spent in the store) into
+#: this session's temporary table, then moved into ``records`` by ONE ``INSERT … SELECT … ON
+#: CONFLICT DO NOTHING``: COPY has no ON CONFLICT, and a record already stored (a resend, the
+#: same device frame under another seq) must be skipped, not fail the group. Temporary: no WAL,
+#: no other session sees it; its columns are taken from ``records`` (no constraint, so a row
+#: the store would refuse is refused by the INSERT, as before). ``ON COMMIT DELETE ROWS``
+#: empties it at every commit (and a rolled-back transaction's rows are dead); a second write
+#: in one transaction (a compacted day reopened before the group's records) empties it first.
+_STAGE: Final = "pg_temp.frota_records_stage"
+_COLUMNS: Final = ", ".join(RECORD_COLUMNS)
+_CREATE_STAGE: Final = (
+    f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE.split('.')[1]} ON COMMIT DELETE ROWS AS "
+    f"SELECT {_COLUMNS} FROM records WITH NO DATA"
+).encode()
+_COPY_STAGE: Final = f"COPY {_STAGE} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)".encode()
+#: The rows' binary types, in :data:`RECORD_COLUMNS` order (those of ``records``).
+_STAGE_TYPES: Final = ("text", "text", "int8", "text", "int8", "text", "int8", "text", "text",
+                       "text", "int8", "text", "text")
+#: Moved in the order they were copied (a temporary table is read by one sequential scan, in
+#: the order it was written: records keep arrival order in ``id``), each skipped when either
+#: key of ``records`` holds it already (or an earlier row of the same statement did).
+_MOVE_STAGE: Final = (
+    f"INSERT INTO records ({_COLUMNS}) SELECT {_COLUMNS} FROM {_STAGE} ON CONFLICT DO NOTHING"
+).encode()
 
 
 def _redact(dsn: str) -> str:
@@ -71,12 +98,15 @@ class PostgresStore(Store):
     ) -> None:
         super().__init__(rejects_max_bytes)
         self.dsn = dsn
+        #: Whether the current transaction has written records through the stage.
+        self._staged = False
         try:
             self.conn = psycopg.connect(dsn, autocommit=True)
             if read_only:  # a look from another process: no migration, every write refused
                 self.conn.execute("SET default_transaction_read_only = on")
             else:
                 self.migrate()
+                self.conn.execute(_CREATE_STAGE)  # this session's, for as long as it lives
             self._load_rejects_tally()
         except psycopg.Error as err:
             raise StoreError(f"cannot open {_redact(dsn)}: {err}".splitlines()[0]) from err
@@ -107,6 +137,7 @@ class PostgresStore(Store):
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Cursor[Any]]:
+        self._staged = False  # the stage is empty at the start of every transaction
         try:
             with self.conn.transaction(), self.conn.cursor() as cur:
                 yield cur
@@ -118,6 +149,8 @@ class PostgresStore(Store):
         if len(rows) == 1:  # one round trip (executemany enters and leaves pipeline mode)
             cur.execute(_pg(sql), rows[0])
             return max(cur.rowcount, 0)
+        if sql == INSERT_RECORD and rows:
+            return self._copy_records(cur, [rows], b"")
         bulk = _BULK.get(sql)
         if bulk is not None:
             cur.execute(bulk, [list(column) for column in zip(*rows, strict=True)])
@@ -125,19 +158,38 @@ class PostgresStore(Store):
             cur.executemany(_pg(sql), rows)
         return max(cur.rowcount, 0)
 
+    def _copy_records(self, cur: psycopg.Cursor[Any],
+                      batches: Sequence[Sequence[tuple[Any, ...]]], returning: bytes) -> int:
+        """The rows of ``batches``, in order, COPYed into the stage and moved into ``records``
+        (:data:`_MOVE_STAGE`, followed by ``returning``); how many were inserted."""
+        if cur.connection.info.transaction_status != TransactionStatus.INTRANS:
+            # ON COMMIT DELETE ROWS: outside a transaction the COPY's own commit would empty it
+            raise StoreError("records are written through the stage inside a transaction only")
+        if self._staged:  # this transaction used the stage already
+            cur.execute(f"DELETE FROM {_STAGE}".encode())
+        self._staged = True
+        with cur.copy(_COPY_STAGE) as copy:
+            copy.set_types(_STAGE_TYPES)
+            write = copy.write_row
+            for batch in batches:
+                for row in batch:
+                    write(row)
+        cur.execute(_MOVE_STAGE + returning)
+        return max(cur.rowcount, 0)
+
     def _counted_inserts(self, tx: Any, sql: str,
                          batches: Sequence[Sequence[tuple[Any, ...]]]) -> list[int]:
-        """Every batch's rows in ONE unnest statement (a group commit costs one round trip per
-        kind of row, not one per batch); the identities it inserted (RETURNING) are counted
-        back to their batches, the first batch holding an identity first (the order rows are
-        inserted in)."""
-        bulk = _BULK.get(sql)
-        rows = [row for batch in batches for row in batch]
-        if bulk is None or not rows:
+        """Every batch's records in ONE COPY and ONE move (:meth:`_copy_records`: a group
+        commit costs the same round trips whatever its size). When every row was inserted,
+        each batch's count is its length; otherwise the identities inserted (RETURNING) are
+        counted back to their batches, the first batch holding an identity first (the order
+        rows are inserted in)."""
+        total = sum(len(batch) for batch in batches)
+        if sql != INSERT_RECORD or not total:
             return super()._counted_inserts(tx, sql, batches)
         cur: psycopg.Cursor[Any] = tx
-        cur.execute(bulk + b" RETURNING vehicle, agent, seq",
-                    [list(column) for column in zip(*rows, strict=True)])
+        if self._copy_records(cur, batches, b" RETURNING vehicle, agent, seq") == total:
+            return [len(batch) for batch in batches]  # the rows returned are never read
         inserted = Counter((str(v), str(a), int(s)) for v, a, s in cur.fetchall())
         counts = []
         for batch in batches:
@@ -152,22 +204,27 @@ class PostgresStore(Store):
 
     def _received_hashes(self, wanted: Sequence[tuple[str, str, Sequence[int], bool]]
                          ) -> list[dict[int, str]]:
-        """Every batch's received hashes in ONE query (identities unnested and joined to the
-        links and, where asked, the records): a group of batches costs one round trip, not
-        one per batch."""
-        keys = [(i, vehicle, agent, seq, records)
-                for i, (vehicle, agent, seqs, records) in enumerate(wanted) for seq in seqs]
+        """Every batch's received hashes in ONE query: each batch's seqs as runs (a batch is
+        one run of consecutive seqs, as an agent numbers its records), each run one range of
+        the links' key and, where asked, of the records' — a group of batches costs one round
+        trip and a few array elements per batch, not five per record. Links rows come last and
+        win (a seq's hash is its link's when it has one)."""
+        runs = [(i, vehicle, agent, lo, hi, records)
+                for i, (vehicle, agent, seqs, records) in enumerate(wanted)
+                for lo, hi in seq_ranges(seqs)]
         out: list[dict[int, str]] = [{} for _ in wanted]
-        if not keys:
+        if not runs:
             return out
         rows = self._query_bytes(
-            b"SELECT u.i, u.seq, coalesce(l.hash, r.hash) FROM unnest(%b::bigint[], %b::text[], "
-            b"%b::text[], %b::bigint[], %b::boolean[]) AS u(i, vehicle, agent, seq, rec) "
-            b"LEFT JOIN links l ON l.vehicle = u.vehicle AND l.agent = u.agent AND l.seq = u.seq "
-            b"LEFT JOIN records r ON u.rec AND r.vehicle = u.vehicle AND r.agent = u.agent "
-            b"AND r.seq = u.seq WHERE coalesce(l.hash, r.hash) IS NOT NULL",
-            [list(column) for column in zip(*keys, strict=True)])
-        for i, seq, digest in rows:
+            b"WITH u AS (SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], "
+            b"%b::bigint[], %b::bigint[], %b::boolean[]) AS u(i, vehicle, agent, lo, hi, rec)) "
+            b"SELECT u.i, 0 AS links, r.seq, r.hash FROM u JOIN records r ON u.rec AND "
+            b"r.vehicle = u.vehicle AND r.agent = u.agent AND r.seq BETWEEN u.lo AND u.hi "
+            b"AND r.hash IS NOT NULL UNION ALL "
+            b"SELECT u.i, 1, l.seq, l.hash FROM u JOIN links l ON l.vehicle = u.vehicle AND "
+            b"l.agent = u.agent AND l.seq BETWEEN u.lo AND u.hi ORDER BY links",
+            [list(column) for column in zip(*runs, strict=True)])
+        for i, _, seq, digest in rows:
             out[int(i)][int(seq)] = str(digest)
         return out
 

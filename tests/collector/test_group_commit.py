@@ -3,13 +3,9 @@ keeps of vehicles it does not know is bounded."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from collector.ingest import Ingest
 from collector.intake import Prepared, prepare
-from collector.store import Store, open_store
+from collector.store import Store
 from protocols.uplink import Ack, encode_batch
 from tests.collector.helpers import T0, VEHICLES, speed
 
@@ -18,15 +14,6 @@ V1, V2 = VEHICLES
 
 def _known() -> frozenset[str]:
     return frozenset(VEHICLES)
-
-
-@pytest.fixture
-def store(tmp_path: pytest.TempPathFactory) -> Iterator[Store]:
-    opened = open_store(str(tmp_path / "collector.db"))  # type: ignore[operator]
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _batch(vehicle: str, agent: str, seqs: range) -> Prepared:
