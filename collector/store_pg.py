@@ -10,6 +10,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+import psycopg.errors
 from psycopg.pq import TransactionStatus
 
 from collector.store import INSERT_RECORD, RECORD_COLUMNS, Store, StoreError
@@ -45,30 +46,34 @@ _BULK: Final[dict[str, bytes]] = {
                                                    "text", "bigint")),
 }
 
-#: The records of a write are COPYed (binary: psycopg formats the rows in C, where binding them
-#: as arrays formats every value in Python, ~60% of what the ingest spent in the store) into
-#: this session's temporary table, then moved into ``records`` by ONE ``INSERT … SELECT … ON
-#: CONFLICT DO NOTHING``: COPY has no ON CONFLICT, and a record already stored (a resend, the
-#: same device frame under another seq) must be skipped, not fail the group. Temporary: no WAL,
-#: no other session sees it; its columns are taken from ``records`` (no constraint, so a row
-#: the store would refuse is refused by the INSERT, as before). ``ON COMMIT DELETE ROWS``
-#: empties it at every commit (and a rolled-back transaction's rows are dead); a second write
-#: in one transaction (a compacted day reopened before the group's records) empties it first.
-_STAGE: Final = "pg_temp.frota_records_stage"
+#: The records of a write go in by ONE binary COPY (psycopg formats COPY rows in C; binding them
+#: as arrays formatted every value in Python, most of what the ingest spent in the store), in
+#: the order given (records keep arrival order in ``id``), under a savepoint. COPY has no ON
+#: CONFLICT: when a record is stored already (a resend, the same device frame under another
+#: seq, twice in one group), the unique keys refuse the COPY, the savepoint undoes it alone and
+#: the rows go again through this session's temporary stage and ONE ``INSERT … SELECT … ON
+#: CONFLICT DO NOTHING``, which skips each such row (as every write did before).
 _COLUMNS: Final = ", ".join(RECORD_COLUMNS)
+_COPY_RECORDS: Final = f"COPY records ({_COLUMNS}) FROM STDIN (FORMAT BINARY)".encode()
+#: The rows' binary types, in :data:`RECORD_COLUMNS` order (those of ``records``).
+_RECORD_TYPES: Final = ("text", "text", "int8", "text", "int8", "text", "int8", "text", "text",
+                        "text", "int8", "text", "text")
+#: The stage: temporary (no WAL, no other session sees it), its columns taken from ``records``
+#: (no constraint: a row the store refuses is refused by the INSERT). ``ON COMMIT DELETE ROWS``
+#: empties it at every commit (a rolled-back transaction's rows are dead); a second use in
+#: one transaction (a compacted day reopened before the group's records) empties it first.
+_STAGE: Final = "pg_temp.frota_records_stage"
 _CREATE_STAGE: Final = (
-    f"CREATE TEMPORARY TABLE IF NOT EXISTS {_STAGE.split('.')[1]} ON COMMIT DELETE ROWS AS "
+    "CREATE TEMPORARY TABLE IF NOT EXISTS frota_records_stage ON COMMIT DELETE ROWS AS "
     f"SELECT {_COLUMNS} FROM records WITH NO DATA"
 ).encode()
 _COPY_STAGE: Final = f"COPY {_STAGE} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)".encode()
-#: The rows' binary types, in :data:`RECORD_COLUMNS` order (those of ``records``).
-_STAGE_TYPES: Final = ("text", "text", "int8", "text", "int8", "text", "int8", "text", "text",
-                       "text", "int8", "text", "text")
 #: Moved in the order they were copied (a temporary table is read by one sequential scan, in
-#: the order it was written: records keep arrival order in ``id``), each skipped when either
-#: key of ``records`` holds it already (or an earlier row of the same statement did).
+#: the order it was written), each skipped when either key of ``records`` holds it already (or
+#: an earlier row of the same statement did); the identities inserted returned.
 _MOVE_STAGE: Final = (
-    f"INSERT INTO records ({_COLUMNS}) SELECT {_COLUMNS} FROM {_STAGE} ON CONFLICT DO NOTHING"
+    f"INSERT INTO records ({_COLUMNS}) SELECT {_COLUMNS} FROM {_STAGE} ON CONFLICT DO NOTHING "
+    "RETURNING vehicle, agent, seq"
 ).encode()
 
 
@@ -150,7 +155,7 @@ class PostgresStore(Store):
             cur.execute(_pg(sql), rows[0])
             return max(cur.rowcount, 0)
         if sql == INSERT_RECORD and rows:
-            return self._copy_records(cur, [rows], b"")
+            return self._copy_records(cur, [rows])[0]
         bulk = _BULK.get(sql)
         if bulk is not None:
             cur.execute(bulk, [list(column) for column in zip(*rows, strict=True)])
@@ -159,37 +164,25 @@ class PostgresStore(Store):
         return max(cur.rowcount, 0)
 
     def _copy_records(self, cur: psycopg.Cursor[Any],
-                      batches: Sequence[Sequence[tuple[Any, ...]]], returning: bytes) -> int:
-        """The rows of ``batches``, in order, COPYed into the stage and moved into ``records``
-        (:data:`_MOVE_STAGE`, followed by ``returning``); how many were inserted."""
+                      batches: Sequence[Sequence[tuple[Any, ...]]]) -> list[int]:
+        """The rows of ``batches``, in order, into ``records`` (see :data:`_COPY_RECORDS`),
+        each skipped when stored already; how many rows of each batch were new."""
         if cur.connection.info.transaction_status != TransactionStatus.INTRANS:
-            # ON COMMIT DELETE ROWS: outside a transaction the COPY's own commit would empty it
-            raise StoreError("records are written through the stage inside a transaction only")
+            # the savepoint and the stage (emptied at each commit) need the caller's transaction
+            raise StoreError("records are written inside a transaction only")
+        try:
+            with cur.connection.transaction():  # a savepoint: a refused COPY undoes only itself
+                self._copy(cur, _COPY_RECORDS, batches)
+            return [len(batch) for batch in batches]
+        except psycopg.errors.UniqueViolation:
+            pass  # some row is stored already: each such row skipped, below
         if self._staged:  # this transaction used the stage already
             cur.execute(f"DELETE FROM {_STAGE}".encode())
         self._staged = True
-        with cur.copy(_COPY_STAGE) as copy:
-            copy.set_types(_STAGE_TYPES)
-            write = copy.write_row
-            for batch in batches:
-                for row in batch:
-                    write(row)
-        cur.execute(_MOVE_STAGE + returning)
-        return max(cur.rowcount, 0)
-
-    def _counted_inserts(self, tx: Any, sql: str,
-                         batches: Sequence[Sequence[tuple[Any, ...]]]) -> list[int]:
-        """Every batch's records in ONE COPY and ONE move (:meth:`_copy_records`: a group
-        commit costs the same round trips whatever its size). When every row was inserted,
-        each batch's count is its length; otherwise the identities inserted (RETURNING) are
-        counted back to their batches, the first batch holding an identity first (the order
-        rows are inserted in)."""
-        total = sum(len(batch) for batch in batches)
-        if sql != INSERT_RECORD or not total:
-            return super()._counted_inserts(tx, sql, batches)
-        cur: psycopg.Cursor[Any] = tx
-        if self._copy_records(cur, batches, b" RETURNING vehicle, agent, seq") == total:
-            return [len(batch) for batch in batches]  # the rows returned are never read
+        self._copy(cur, _COPY_STAGE, batches)
+        cur.execute(_MOVE_STAGE)
+        # counted back to their batches, the first batch holding an identity first (the order
+        # the rows are inserted in)
         inserted = Counter((str(v), str(a), int(s)) for v, a, s in cur.fetchall())
         counts = []
         for batch in batches:
@@ -201,6 +194,24 @@ class PostgresStore(Store):
                     new += 1
             counts.append(new)
         return counts
+
+    @staticmethod
+    def _copy(cur: psycopg.Cursor[Any], sql: bytes,
+              batches: Sequence[Sequence[tuple[Any, ...]]]) -> None:
+        with cur.copy(sql) as copy:
+            copy.set_types(_RECORD_TYPES)
+            write = copy.write_row
+            for batch in batches:
+                for row in batch:
+                    write(row)
+
+    def _counted_inserts(self, tx: Any, sql: str,
+                         batches: Sequence[Sequence[tuple[Any, ...]]]) -> list[int]:
+        """Every batch's records in ONE COPY (:meth:`_copy_records`: a group commit costs the
+        same round trips whatever its size)."""
+        if sql != INSERT_RECORD or not any(batches):
+            return super()._counted_inserts(tx, sql, batches)
+        return self._copy_records(tx, batches)
 
     def _received_hashes(self, wanted: Sequence[tuple[str, str, Sequence[int], bool]]
                          ) -> list[dict[int, str]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from collector.ingest import Ingest
-from collector.store import Reject, Store, StoreError, open_store, record_row
+from collector.store import INSERT_RECORD, Reject, Store, StoreError, open_store, record_row
 from protocols.records import device_key, ts_to_ms
 from protocols.uplink import Ack, encode_batch
 from tests.collector.helpers import T0, speed
@@ -198,15 +198,40 @@ def test_a_group_commit_counts_each_batch(store: Store) -> None:
 
 
 def test_a_batch_is_stored_in_its_order_and_skips_what_it_repeats(store: Store) -> None:
-    # PostgreSQL inserts a batch as one statement (its columns as arrays): a record twice in
-    # one batch, one stored before, and columns that are NULL in every row must count as one
-    # insert per new record, as the row by row insert does, with ids in the batch's order.
+    # PostgreSQL copies a group's records in one COPY, and when one is stored already moves
+    # them through its stage in one INSERT … SELECT: a record twice in one batch, one stored
+    # before, and columns that are NULL in every row must count as one insert per new record,
+    # as the row by row insert does, with ids in the batch's order.
     assert store.put([record_row(speed(V1, "a1", 2), T0)]) == 1
+    assert store.put([record_row(speed(V1, "a1", seq), T0) for seq in (9, 7, 8)]) == 3  # all new
     seqs = [5, 3, 2, 3, 4, 1]  # 3 twice, 2 already stored
     rows = [record_row(speed(V1, "a1", seq), T0) for seq in seqs]
     assert all(row[6] is None and row[8] is None for row in rows)  # no device_seq, no raw
     assert store.put(rows) == 4
-    assert [json.loads(text)["seq"] for _, text in store.records_after(0)] == [2, 5, 3, 4, 1]
+    assert [json.loads(text)["seq"] for _, text in store.records_after(0)] == [2, 9, 7, 8, 5, 3,
+                                                                               4, 1]
+
+
+@pytest.mark.postgres
+def test_postgres_writes_records_through_its_stage_once_per_write(postgres_dsn: str) -> None:
+    from frota.harness.postgres import private_schema
+
+    with private_schema(postgres_dsn) as (url, _):
+        store = open_store(url)
+        try:
+            rows = [record_row(speed(V1, "a1", seq), T0) for seq in range(1, 7)]
+            assert store.put(rows[:3]) == 3
+            with store._lock, store._transaction() as tx:
+                # 2 and 3 are stored: each write goes through the stage, which holds its rows only
+                assert store._executemany(tx, INSERT_RECORD, rows[1:5]) == 2
+                assert store._executemany(tx, INSERT_RECORD, rows[4:6]) == 1
+                assert store._query("SELECT seq FROM pg_temp.frota_records_stage") == [(5,), (6,)]
+            assert store._read("SELECT count(*) FROM pg_temp.frota_records_stage") == [(0,)]
+            assert store.count(V1) == 6
+            with pytest.raises(StoreError, match="inside a transaction"):
+                store._executemany(store.conn.cursor(), INSERT_RECORD, rows)  # type: ignore[attr-defined]
+        finally:
+            store.close()
 
 
 def test_links_move_to_a_table_clustered_on_their_key_with_every_row(tmp_path: Path) -> None:
