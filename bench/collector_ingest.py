@@ -29,7 +29,8 @@ records just drained, divided by their number.
 
 With ``--postgres DSN`` two more cases per round, each in a fresh schema: the PostgreSQL floor
 (the same bare subscriber, the payload in one row and its records' keys by ``COPY``) and the
-collector storing into PostgreSQL.
+collector storing into PostgreSQL; the header names the server's durability settings both
+PostgreSQL arms commit under (neither changes them).
 
 A last line times :meth:`Ingest.handle` alone on zstd batches (no broker) to show the split.
 Each is run ``--repeat`` times (at least 3), interleaved round by round; printed: the median and
@@ -314,6 +315,14 @@ def _floor_pg(broker: Mosquitto, lines: Path, total: int, dsn: str) -> float:
     return total / elapsed
 
 
+def _pg_durability(dsn: str) -> str:
+    """The server settings both PostgreSQL arms commit under (neither arm changes them)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        shown = [f"{name} {conn.execute(f'SHOW {name}'.encode()).fetchone()[0]}"  # type: ignore[index]
+                 for name in ("synchronous_commit", "fsync", "wal_sync_method")]
+    return ", ".join(shown)
+
+
 def _handle_only(payloads: list[bytes], total: int, folder: Path, trust: Trust) -> float:
     store = open_store(str(folder / "handle.db"))
     ingest = Ingest(store, lambda: frozenset({VEHICLE}))
@@ -393,11 +402,14 @@ def main() -> None:
                 finally:
                     broker.stop()
     figures = {name: Figure(tuple(r)) for name, r in rates.items()}
+    durability = _pg_durability(args.postgres) if args.postgres else ""
     print(f"backlog of {n} chained records in {len(batches)} batches of {args.batch}, each with "
           f"a signed checkpoint; {args.repeat} interleaved rounds, records/s median (spread), "
           "ratio to the floor of the same backend and durability round by round")
     print("floor: a bare paho subscriber, json.loads, the payload stored as received plus its "
           "records' keys (SQLite: executemany; PostgreSQL: COPY), one transaction per message")
+    if durability:
+        print(f"PostgreSQL, both arms: {durability}")
     print("collector: decode, validate, hash and store every record with its chain hash, the "
           "chain verifier checking every link and checkpoint (clock stops when all are stored "
           "and verified)")
