@@ -59,7 +59,8 @@ _COPY_RECORDS: Final = f"COPY records ({_COLUMNS}) FROM STDIN (FORMAT BINARY)".e
 _RECORD_TYPES: Final = ("text", "text", "int8", "text", "int8", "text", "int8", "text", "text",
                         "text", "int8", "text", "text")
 #: The stage: temporary (no WAL, no other session sees it), its columns taken from ``records``
-#: (no constraint: a row the store refuses is refused by the INSERT). ``ON COMMIT DELETE ROWS``
+#: (no constraint: a row the store refuses is refused by the INSERT), made when first needed
+#: (the schema is then the migrated one). ``ON COMMIT DELETE ROWS``
 #: empties it at every commit (a rolled-back transaction's rows are dead); a second use in
 #: one transaction (a compacted day reopened before the group's records) empties it first.
 _STAGE: Final = "pg_temp.frota_records_stage"
@@ -111,7 +112,6 @@ class PostgresStore(Store):
                 self.conn.execute("SET default_transaction_read_only = on")
             else:
                 self.migrate()
-                self.conn.execute(_CREATE_STAGE)  # this session's, for as long as it lives
             self._load_rejects_tally()
         except psycopg.Error as err:
             raise StoreError(f"cannot open {_redact(dsn)}: {err}".splitlines()[0]) from err
@@ -178,6 +178,8 @@ class PostgresStore(Store):
             pass  # some row is stored already: each such row skipped, below
         if self._staged:  # this transaction used the stage already
             cur.execute(f"DELETE FROM {_STAGE}".encode())
+        else:  # made by the first transaction of the session that needs it (kept once committed)
+            cur.execute(_CREATE_STAGE)
         self._staged = True
         self._copy(cur, _COPY_STAGE, batches)
         cur.execute(_MOVE_STAGE)
