@@ -39,7 +39,15 @@ from agent.buffer_db import WAL_PAGES as WAL_PAGES
 from agent.buffer_db import BufferError as BufferError
 from agent.buffer_db import Counts as Counts
 from agent.buffer_db import connect, is_full
-from agent.buffer_rows import Timed, build_rows, hash_hex
+from agent.buffer_rows import (
+    Ready,
+    agent_json,
+    build_rows,
+    hash_hex,
+    insert_rows,
+    prepare,
+    sent_body,
+)
 from agent.diskroom import release_reserve, reserve_path
 from agent.schema import MIGRATIONS as MIGRATIONS  # re-exported: the tests check the names
 from agent.schema import migrate, transaction
@@ -54,7 +62,7 @@ from agent.upload_states import (
     stored_first,
 )
 from protocols.chain import GENESIS, record_hash
-from protocols.records import Record, RecordError, ts_to_ms
+from protocols.records import Record, RecordError
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -75,10 +83,12 @@ class Buffer:
         #: Bytes left free on the filesystem: the buffer stops growing there, as at max_bytes,
         #: so a full disk never leaves SQLite without room to mark, checkpoint and evict.
         self.keep_free = keep_free
+        self._page_size: int | None = None
         self.conn = connect(self.path, max_bytes)
         try:
             migrate(self.conn)
             self.agent = self._agent_id()
+            self._agent_json = agent_json(self.agent)
         except sqlite3.Error as err:
             self.conn.close()
             raise BufferError(f"cannot prepare the buffer {self.path}: {err}") from err
@@ -133,30 +143,30 @@ class Buffer:
         asks (its records may differ by the driver changes it reports); a record whose
         :func:`device_key` is already there is skipped too. Skipped records take no seq.
         """
+        return self.add_ready([(source, prepare(rec, self.agent)) for source, rec in items],
+                              states)
+
+    def add_ready(
+        self, items: Sequence[tuple[str, Ready]], states: Mapping[str, str] | None = None
+    ) -> list[int]:
+        """:meth:`add` of records already prepared (:func:`agent.buffer_rows.prepare`, done by
+        the writer's callers in their own threads)."""
         if not items and not states:
             return []
         now = _wall_ms()
-        timed: list[Timed] = [
-            (source, rec, ts_to_ms(rec["ts"]), rec.get("device_seq")) for source, rec in items]
         seqs: list[int] = []
         with self._failing("write to"):
             self._limit_growth()
             with transaction(self.conn):
-                seq = self._last_seq() + 1
-                prev = self._last_hash()
-                rows = build_rows(self.conn, self.agent, timed, seq, prev, now)
+                seq, prev = self._tail()
+                rows, last_hash = build_rows(self.conn, self.agent, list(items), seq + 1, prev,
+                                             now)
                 if rows:
-                    self.conn.executemany(
-                        "INSERT INTO records (seq, ts_ms, kind, source, device_seq, body, "
-                        "captured_ms, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                    insert_rows(self.conn, rows)
                     seqs = [row[0] for row in rows]
                     self.conn.execute(
-                        "UPDATE meta SET value = ? WHERE key = 'last_seq'", (str(seqs[-1]),)
-                    )
-                    self.conn.execute(
-                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_hash', ?)",
-                        (rows[-1][-1].hex(),),
-                    )
+                        "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_seq', ?), "
+                        "('last_hash', ?)", (str(seqs[-1]), last_hash))
                 for source, state in (states or {}).items():
                     self.conn.execute(
                         "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
@@ -172,7 +182,9 @@ class Buffer:
             fs = os.statvfs(self.path.parent)
         except OSError:
             return
-        page = int(self.conn.execute("PRAGMA page_size").fetchone()[0])
+        if self._page_size is None:  # set when the database was made
+            self._page_size = int(self.conn.execute("PRAGMA page_size").fetchone()[0])
+        page = self._page_size
         pages = int(self.conn.execute("PRAGMA page_count").fetchone()[0])
         room = fs.f_bavail * fs.f_frsize - self.keep_free
         # A new page takes room twice until checkpointed: in the WAL, then in the database.
@@ -207,25 +219,33 @@ class Buffer:
         return int(deleted)
 
     def pending(self, after: int, limit: int, upto: int | None = None) -> list[tuple[int, str]]:
-        """Pending records with ``after < seq [<= upto]``, oldest first: (seq, JSON body)."""
-        return pending_rows(self.conn, after, limit, upto)
+        """Pending records with ``after < seq [<= upto]``, oldest first: (seq, JSON body as
+        sent)."""
+        return pending_rows(self.conn, after, limit, upto, self._agent_json)
 
     def pending_of(self, seqs: Iterable[int]) -> list[tuple[int, str]]:
-        """Those of ``seqs`` still pending, oldest first: (seq, JSON body)."""
+        """Those of ``seqs`` still pending, oldest first: (seq, JSON body as sent)."""
         wanted = sorted(not_stored(self.conn, seqs))
         out: list[tuple[int, str]] = []
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
             marks = ",".join("?" * len(chunk))
             out.extend(
-                (int(s), str(b))
-                for s, b in self.conn.execute(
-                    f"SELECT seq, body FROM records WHERE state = 0 AND seq IN ({marks}) "
-                    "ORDER BY seq",
+                (int(s), sent_body(s, k, b, p, self._agent_json))
+                for s, k, b, p in self.conn.execute(
+                    f"SELECT seq, kind, body, prev FROM records WHERE state = 0 AND seq IN "
+                    f"({marks}) ORDER BY seq",
                     chunk,
                 )
             )
         return out
+
+    def bodies(self, first: int, last: int) -> list[tuple[int, str]]:
+        """The records held with ``first <= seq <= last``, whatever their upload state, in seq
+        order: (seq, JSON body as sent)."""
+        return [(int(s), sent_body(s, k, b, p, self._agent_json)) for s, k, b, p in
+                self.conn.execute("SELECT seq, kind, body, prev FROM records WHERE seq BETWEEN "
+                                  "? AND ? ORDER BY seq", (first, last))]
 
     def mark(
         self,
@@ -247,29 +267,45 @@ class Buffer:
         if row is not None:
             return str(row[0])
         # A buffer from before chaining: chain on from its last record (docs/trust.md).
-        last = self.conn.execute("SELECT body FROM records ORDER BY seq DESC LIMIT 1").fetchone()
+        last = self.conn.execute("SELECT seq, kind, body, prev FROM records ORDER BY seq DESC "
+                                 "LIMIT 1").fetchone()
         if last is None:
             return GENESIS
         try:
-            return record_hash(orjson.loads(last[0]))
+            seq, kind, body, prev = last
+            return record_hash(orjson.loads(sent_body(seq, kind, body, prev, self._agent_json)))
         except (RecordError, orjson.JSONDecodeError):
             return GENESIS
 
     def hashes(self, seqs: Iterable[int]) -> dict[int, str]:
-        """The chain hash of each of ``seqs`` that the buffer still holds."""
+        """The chain hash of each of ``seqs`` that the buffer still holds: its own ``hash``
+        (rows written whole), else the next record's ``prev``, else (the newest) the last hash
+        given; else hashed from its body as the collector does (captured before chaining, or
+        the record after it gone)."""
         wanted = sorted(set(seqs))
         out: dict[int, str] = {}
+        newest: tuple[int, str] | None = None
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for seq, digest, body in self.conn.execute(
-                f"SELECT seq, hash, CASE WHEN hash IS NULL THEN body END FROM records "
-                f"WHERE seq IN ({marks})",
+            for seq, digest, after in self.conn.execute(
+                f"SELECT r.seq, r.hash, n.prev FROM records r LEFT JOIN records n "
+                f"ON n.seq = r.seq + 1 WHERE r.seq IN ({marks})",
                 chunk,
             ):
-                if digest is None:  # captured before chaining: hashed as the collector does
+                if digest is None:
+                    digest = after
+                if digest is None:
+                    if newest is None:
+                        newest = (self._last_seq(), self._last_hash())
+                    if seq == newest[0]:
+                        digest = newest[1]
+                if digest is None:
+                    kind, body, prev = self.conn.execute(
+                        "SELECT kind, body, prev FROM records WHERE seq = ?", (seq,)).fetchone()
                     try:
-                        digest = record_hash(orjson.loads(body))
+                        digest = record_hash(orjson.loads(
+                            sent_body(seq, kind, body, prev, self._agent_json)))
                     except (RecordError, orjson.JSONDecodeError):
                         continue
                 out[int(seq)] = hash_hex(digest)
@@ -312,6 +348,16 @@ class Buffer:
     ) -> int:
         with self._failing("write to"), transaction(self.conn):
             return mark_answers(self.conn, stored, rejected, conflicts, retryable, _wall_ms())
+
+    def _tail(self) -> tuple[int, str]:
+        """The last seq given and the chain hash of the last record given, in one read (the
+        usual case: both kept in ``meta``)."""
+        last_seq, last_hash, largest = self.conn.execute(
+            "SELECT (SELECT value FROM meta WHERE key = 'last_seq'), "
+            "(SELECT value FROM meta WHERE key = 'last_hash'), "
+            "(SELECT COALESCE(MAX(seq), 0) FROM records)").fetchone()
+        seq = max(int(last_seq) if last_seq is not None else 0, int(largest))
+        return seq, str(last_hash) if last_hash is not None else self._last_hash()
 
     def _last_seq(self) -> int:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'last_seq'").fetchone()

@@ -107,7 +107,7 @@ class BufferReader:
     def summary(self, sources: Iterable[str]) -> BufferSummary:
         """Everything ``frota agent status`` shows, for the configured ``sources``."""
         try:
-            first = pending_rows(self.conn, 0, 1)
+            first = pending_rows(self.conn, 0, 1, None, '""')  # only its seq is read
         except sqlite3.Error as err:
             raise BufferError(f"cannot read the buffer {self.path}: {err}") from err
         oldest = self._rows("SELECT ts_ms FROM records WHERE seq = ?", (first[0][0],)) if first else []

@@ -25,6 +25,7 @@ import orjson
 
 from agent import hostclock
 from agent.buffer import BufferError
+from agent.buffer_rows import bodies_source
 from agent.buffer_summary import BufferReader
 from agent.config import AgentConfig
 from protocols import identity
@@ -91,7 +92,7 @@ def _rows(reader: BufferReader, days: int) -> tuple[list[str], int | None, int |
     since = until - days * 86_400_000
     (first,) = conn.execute("SELECT MIN(seq) FROM records WHERE ts_ms >= ?", (since,)).fetchone()
     bodies = [str(b) for (b,) in conn.execute(
-        "SELECT body FROM records WHERE seq >= ? ORDER BY seq", (first,))]
+        f"SELECT body FROM {bodies_source(conn)} WHERE seq >= ? ORDER BY seq", (first,))]
     return bodies, since, until
 
 

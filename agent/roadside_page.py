@@ -27,6 +27,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, Response
 
 from agent import hostclock
+from agent.buffer_rows import bodies_source
 from agent.config import AgentConfig
 from agent.export import ExportError, append_log, bundle_bytes, log_export
 from protocols.inspector_token import Grant, TokenError, check
@@ -66,8 +67,9 @@ class BufferDay:
     def events(self, vehicle: str, since_ms: int, until_ms: int, exact: bool = True) -> list[str]:
         """Bodies of the non-sample records in [since, until), in (ts, seq) order."""
         rows = self.conn.execute(
-            "SELECT body FROM records WHERE ts_ms >= ? AND ts_ms < ? AND kind NOT IN "
-            "('speed', 'position') ORDER BY ts_ms, seq", (since_ms, until_ms)).fetchall()
+            f"SELECT body FROM {bodies_source(self.conn)} WHERE ts_ms >= ? AND ts_ms < ? AND "
+            "kind NOT IN ('speed', 'position') ORDER BY ts_ms, seq", (since_ms, until_ms)
+        ).fetchall()
         return [str(b) for (b,) in rows]
 
     def newest_ms(self) -> int | None:

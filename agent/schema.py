@@ -135,6 +135,26 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
             FROM records;
         """,
     ),
+    (
+        # Each thing stored once (issue 16): a record's body holds its JSON without agent (the
+        # buffer's, in meta), seq (the row's) and prev (its own column, 32 bytes), written back
+        # when it is read (agent/buffer_rows.py sent_body); its own hash is the next record's
+        # prev (meta last_hash for the newest), so the hash column stays NULL. Rows written
+        # before keep their whole body and hash (prev NULL), as do records the split does not
+        # fit; nothing is rewritten. record_bodies: each record's body as sent, in SQL (with the
+        # columns to choose records by).
+        "0008-compact-bodies",
+        """
+        ALTER TABLE records ADD COLUMN prev BLOB;
+        CREATE VIEW record_bodies AS
+            SELECT seq, ts_ms, kind, source, CASE WHEN prev IS NULL THEN body ELSE
+                substr(body, 1, instr(body, ',"kind":') + 9 + length(kind))
+                || ',"agent":' || (SELECT json_quote(value) FROM meta WHERE key = 'agent')
+                || ',"seq":' || seq || ',"prev":"' || lower(hex(prev)) || '"'
+                || substr(body, instr(body, ',"kind":') + 10 + length(kind)) END AS body
+            FROM records;
+        """,
+    ),
 )
 
 

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from agent.buffer_db import CONFLICT, MAX_REPLAY_SEQ, PENDING, REJECTED
+from agent.buffer_rows import sent_body
 
 #: SQL: the seq ``{seq}`` is held by a stored range (ranges never overlap: the one that starts
 #: last at or before it is the only one that can hold it).
@@ -72,15 +73,16 @@ def is_stored(conn: sqlite3.Connection, seq: int) -> bool:
 
 
 def pending_rows(
-    conn: sqlite3.Connection, after: int, limit: int, upto: int | None = None
+    conn: sqlite3.Connection, after: int, limit: int, upto: int | None, agent_json: str
 ) -> list[tuple[int, str]]:
-    """Pending records with ``after < seq [<= upto]``, oldest first: (seq, JSON body)."""
+    """Pending records with ``after < seq [<= upto]``, oldest first: (seq, JSON body as sent;
+    ``agent_json``: the buffer's agent id as JSON, :func:`agent.buffer_rows.sent_body`)."""
     out: list[tuple[int, str]] = []
     for first, last in gaps(conn, after + 1, MAX_REPLAY_SEQ if upto is None else upto):
         out.extend(
-            (int(s), str(b)) for s, b in conn.execute(
-                "SELECT seq, body FROM records WHERE seq BETWEEN ? AND ? AND state = 0 "
-                "ORDER BY seq LIMIT ?", (first, last, limit - len(out)))
+            (s, sent_body(s, k, b, p, agent_json)) for s, k, b, p in conn.execute(
+                "SELECT seq, kind, body, prev FROM records WHERE seq BETWEEN ? AND ? "
+                "AND state = 0 ORDER BY seq LIMIT ?", (first, last, limit - len(out)))
         )
         if len(out) >= limit:
             break

@@ -5,6 +5,13 @@ A record is captured once its commit is done; until then it is only in this queu
 commit interval, 200 ms by default). A source's state (the door counters' baselines) travels
 with its records and is committed in the same transaction.
 
+What can be done for a record before its seq is known (its JSON, its canonical form with holes
+for ``seq`` and ``prev``: ``agent.buffer_rows.prepare``) is done by :meth:`BufferWriter.put_many`
+in the caller's thread, beside the writer's commits (whose ``fsync`` releases the GIL); the
+commit only numbers, chains and inserts. The queue is a ``deque`` (its ``append`` and
+``popleft`` are atomic) and an event the writer waits on only when it is empty: handing a group
+over takes no lock while the writer is busy (issue 16).
+
 A full disk (or ``buffer.max_size_mb`` reached): the oldest records the collector has stored are
 evicted to make room; records not yet uploaded are never evicted. If nothing can go, the batch is
 dropped — the registrador's frames come back later by catch-up, the door counters re-read their
@@ -15,14 +22,15 @@ anything can be (firmware-notes/agent.md).
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.buffer import Buffer, BufferError
+from agent.buffer_rows import Ready, prepare
 from agent.diskroom import ensure_reserve, reserve_path
 from protocols.records import Record
 
@@ -36,10 +44,11 @@ EVICT_STEP = 50
 RESERVE_RETRY_S = 60.0
 
 
-@dataclass
+@dataclass(slots=True)
 class Group:
     """Records of one source handed over together (one decoder feed), with the source's state.
 
+    ``ready``: the records prepared (``agent.buffer_rows.prepare``), in the same order.
     ``resume``: the source has taken back its last committed state after a drop; its groups
     are committed again from here on.
     """
@@ -48,6 +57,7 @@ class Group:
     records: list[Record] = field(default_factory=list)
     state: str | None = None
     resume: bool = False
+    ready: list[Ready] = field(default_factory=list)
 
 
 #: Called with (source, records dropped) when a full disk made a batch impossible to keep.
@@ -76,7 +86,10 @@ class BufferWriter:
         self._reserve_tried = time.monotonic()
         self.commit_records = commit_records
         self.commit_interval_s = commit_interval_ms / 1000.0
-        self._queue: queue.Queue[Group | None] = queue.Queue()
+        #: Groups handed over, oldest first (None: stop); ``_wake`` is set after an append
+        #: that found it clear, and cleared by the writer just before it waits.
+        self._queue: deque[Group | None] = deque()
+        self._wake = threading.Event()
         self._listeners: list[threading.Event] = []
         self._thread = threading.Thread(target=self._run, name="buffer-writer", daemon=True)
         self.captured = 0
@@ -110,24 +123,44 @@ class BufferWriter:
         """Start the writer thread."""
         self._thread.start()
 
+    def _hand(self, group: Group | None) -> None:
+        """Queue ``group`` (None: stop) and wake the writer if it waits."""
+        self._queue.append(group)
+        if not self._wake.is_set():
+            self._wake.set()
+
     def put(self, source: str, record: Record) -> None:
         """Queue a record for the next commit (captured only once committed)."""
-        self._queue.put(Group(source, [record]))
+        self.put_many(source, [record])
 
     def put_many(self, source: str, records: Iterable[Record], state: str | None = None) -> None:
-        """Queue records from one source that belong together (one decoder feed) and its state."""
+        """Queue records from one source that belong together (one decoder feed) and its state,
+        the records prepared here, in the caller's thread."""
         group = Group(source, list(records), state)
         if group.records or state is not None:
-            self._queue.put(group)
+            agent = self.buffer.agent
+            group.ready = [prepare(rec, agent) for rec in group.records]
+            self._hand(group)
 
     def resume(self, source: str) -> None:
         """``source`` has restored its last committed state after a drop: accept its groups again."""
-        self._queue.put(Group(source, resume=True))
+        self._hand(Group(source, resume=True))
+
+    def _wait(self, timeout: float | None) -> bool:
+        """Wait until something is queued (at most ``timeout`` seconds); True if it is."""
+        if self._queue:
+            return True
+        self._wake.clear()
+        if self._queue:  # appended before the clear: its set may have been cleared
+            return True
+        return self._wake.wait(timeout)
 
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            first = self._queue.get()
+            while not self._queue:
+                self._wait(None)
+            first = self._queue.popleft()
             if first is None:
                 break
             batch = [first]
@@ -138,40 +171,31 @@ class BufferWriter:
                 if stopping or count >= self.commit_records:
                     break
                 remaining = deadline - time.monotonic()
-                try:
-                    nxt = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
-                except queue.Empty:
+                if remaining <= 0 or not self._wait(remaining):
                     break
-                if nxt is None:
-                    stopping = True
-                    break
-                batch.append(nxt)
-                count += len(nxt.records)
             self._commit(batch, final=False)
         # Flush whatever was queued behind the stop marker.
-        rest: list[Group] = []
-        while True:
-            try:
-                group = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if group is not None:
-                rest.append(group)
+        rest = [group for group in self._drain() if group is not None]
         if rest:
             self._commit(rest, final=True)
 
+    def _drain(self) -> list[Group | None]:
+        out: list[Group | None] = []
+        while self._queue:
+            out.append(self._queue.popleft())
+        return out
+
     def _take_queued(self, batch: list[Group], count: int) -> tuple[int, bool]:
         """Move the groups already queued into ``batch`` while it holds fewer than
-        ``commit_records`` records, in one go (not one ``get`` each: a burst queues thousands);
-        return the records it holds and whether the stop marker came."""
-        with self._queue.mutex:  # what Queue.get holds, without waiting on it group by group
-            waiting = self._queue.queue
-            while waiting and count < self.commit_records:
-                nxt = waiting.popleft()
-                if nxt is None:
-                    return count, True
-                batch.append(nxt)
-                count += len(nxt.records)
+        ``commit_records`` records, in one go (a burst queues thousands); return the records
+        it holds and whether the stop marker came."""
+        waiting = self._queue
+        while waiting and count < self.commit_records:
+            nxt = waiting.popleft()
+            if nxt is None:
+                return count, True
+            batch.append(nxt)
+            count += len(nxt.records)
         return count, False
 
     def _admit(self, batch: list[Group]) -> list[Group]:
@@ -208,23 +232,27 @@ class BufferWriter:
                 if not final:
                     for part in (piece, *pieces):
                         for group in part:
-                            self._queue.put(group)
+                            self._hand(group)
                     time.sleep(1.0)
                 return
 
     def _add(self, batch: list[Group], *, final: bool) -> bool | BufferError:
         """One commit of ``batch`` (evicting uploaded records while the buffer is full): True
         when committed, the error when full with nothing left to evict, False on another error."""
-        items = [(g.source, rec) for g in batch for rec in g.records]
+        agent = self.buffer.agent
+        for g in batch:
+            if len(g.ready) != len(g.records):  # not handed over by put_many: prepared here
+                g.ready = [prepare(rec, agent) for rec in g.records]
+        items = [(g.source, ready) for g in batch for ready in g.ready]
         states = {g.source: g.state for g in batch if g.state is not None}
         owed = self._owed_full
         if owed is not None and self.full_record is not None:
-            items.insert(0, ("agent", self.full_record(owed)))
+            items.insert(0, ("agent", prepare(self.full_record(owed), agent)))
         if not items and not states:
             return True
         while True:
             try:
-                seqs = self.buffer.add(items, states)
+                seqs = self.buffer.add_ready(items, states)
                 break
             except BufferError as err:
                 self.error = err
@@ -292,6 +320,6 @@ class BufferWriter:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Flush the queue into the buffer and stop the thread."""
-        self._queue.put(None)
+        self._hand(None)
         self._thread.join(timeout)
         self.buffer.close()

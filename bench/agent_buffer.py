@@ -14,7 +14,8 @@ GPS at 1 Hz with their raw frames, door counts) in a fresh folder on the same di
 - **write**: from the first record handed over until the last is committed. Frota: the agent's
   writer thread (``agent.writer.BufferWriter``, the production defaults of
   ``firmware-notes/agent-config.md``), one ``put_many`` per device frame as the decoders hand
-  them over; the records are chained, numbered and checked for frames already captured.
+  them over (which prepares each record's JSON and canonical form in the caller's thread, as
+  in the agent); the records are chained, numbered and checked for frames already captured.
   thingsboard-gateway: ``SQLiteEventStorage.put`` of each record's JSON (serialized in the timed
   loop, as the gateway does before ``put``), committed by its own writer thread; the clock stops
   when its ``messages`` table holds them all (watched from another connection).
@@ -25,8 +26,13 @@ GPS at 1 Hz with their raw frames, door counts) in a fresh folder on the same di
   pack) with ``max_read_records_count = --batch``. The network is left out of both: this is the
   stores' own cost (``bench.drain`` measures the agent's whole path to the collector).
 
-Durability: Frota's buffer runs SQLite in WAL mode with ``synchronous=FULL`` (each commit's WAL
-frames reach the disk before the commit returns: a committed record survives a power cut).
+Durability: both acknowledge nothing to the source before the commit — a record handed over is
+in a queue in memory until its commit (Frota's ``put_many``, thingsboard-gateway's ``put``,
+which returns once queued), and a power cut loses what is queued on both. Frota's buffer runs
+SQLite in WAL mode with ``synchronous=FULL`` (each commit's WAL frames reach the disk before
+the commit returns: a committed record survives a power cut), and what a source is told was
+captured (the registrador's catch-up floor, the door counters' baselines) is committed in the
+same transaction as its records.
 thingsboard-gateway's storage opens its database with ``synchronous=NORMAL`` and offers no
 setting for it; in WAL mode NORMAL may lose the last commits on a power cut, so its durable run
 sets ``synchronous=FULL`` on its connection (all its other pragmas as shipped). Its stock
@@ -286,8 +292,9 @@ def main() -> None:
                 else f"target >= 1x: {target(ratio.median >= 1)}")
         print(f"  Frota ÷ thingsboard-gateway (durable): {ratio.show('{:.2f}')}x  ({goal})")
     print(f"bytes per record at rest (database file after VACUUM, indexes included): Frota "
-          f"{frota_bytes:,.1f} (the record's JSON, its 32-byte chain hash, upload state, frame "
-          f"runs); thingsboard-gateway {tb_bytes:,.1f} (the record's JSON, no chain)")
+          f"{frota_bytes:,.1f} (the record's JSON without agent/seq/prev, prev as 32 bytes, "
+          f"upload state, frame runs); thingsboard-gateway {tb_bytes:,.1f} (the record's JSON, "
+          "no chain)")
     print(host_line())
 
 

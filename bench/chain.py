@@ -300,14 +300,15 @@ def main() -> None:
               f"{(sizes[True] - sizes[False]) / args.records:.1f} "
               f"(database {sizes[False] / args.records:.0f} -> {sizes[True] / args.records:.0f})")
         buf = Buffer(fleet.buffer_path)
-        (chained_bytes,) = buf.conn.execute(
-            "SELECT sum(length(body)) + sum(length(hash)) FROM records").fetchone()
-        (plain_bytes,) = buf.conn.execute(
-            "SELECT sum(length(body)) - sum(length(json_extract(body, '$.prev')) + 10) "
+        # Since 0008-compact-bodies a row keeps prev as its 32 bytes and no hash (the next
+        # row's prev); rows the split does not fit keep prev in their JSON and their hash.
+        (chain_bytes,) = buf.conn.execute(
+            "SELECT sum(CASE WHEN prev IS NOT NULL THEN length(prev) ELSE "
+            "coalesce(length(hash), 0) + length(json_extract(body, '$.prev')) + 10 END) "
             "FROM records").fetchone()
         buf.close()
-        print(f"  agent buffer: {(chained_bytes - plain_bytes) / args.records:.1f} bytes per record "
-              "(prev in the JSON, the hash column)")
+        print(f"  agent buffer: {chain_bytes / args.records:.1f} bytes per record "
+              "(prev as 32 bytes in its own column)")
         recs = _records(args.per_hour)
 
         def chained() -> float:

@@ -50,7 +50,7 @@ def preload(path: Path, count: int) -> tuple[str, list[str]]:
     items = day_of_records(count)
     for i in range(0, len(items), 10_000):
         buf.add(items[i : i + 10_000])
-    bodies = [str(b) for (b,) in buf.conn.execute("SELECT body FROM records ORDER BY seq")]
+    bodies = [body for _, body in buf.bodies(1, buf.last_seq())]
     agent = buf.agent
     buf.close()
     return agent, bodies

@@ -98,7 +98,7 @@ def check_exactly_once(bus: Bus) -> None:
     """Every committed record is in the collector once, with its ts, agent and seq; none pending;
     every frame the registrador sent (live, or downloaded by history) is there."""
     assert bus.agent.stop() == 0, bus.agent.log.read_text()
-    committed = bus.agent.query("SELECT seq, body, s.state FROM records JOIN record_states s USING (seq) ORDER BY seq")
+    committed = bus.agent.query("SELECT seq, body, s.state FROM record_bodies JOIN record_states s USING (seq) ORDER BY seq")
     assert committed, "the agent committed nothing"
     assert [row[2] for row in committed if row[2] != 1] == []  # backlog zero, nothing rejected
     bodies = [json.loads(str(body)) for _, body, _ in committed]

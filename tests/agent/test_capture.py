@@ -79,7 +79,7 @@ def stored(agent: AgentProcess, source: str, kind: str) -> list[dict[str, object
     chain ``prev`` removed)."""
     out = []
     for (body,) in agent.query(
-        f"SELECT body FROM records WHERE source = '{source}' AND kind = '{kind}' ORDER BY seq"
+        f"SELECT body FROM record_bodies WHERE source = '{source}' AND kind = '{kind}' ORDER BY seq"
     ):
         record = json.loads(str(body))
         record.pop("agent")

@@ -53,7 +53,7 @@ def test_host_clock_in_the_past_then_stepped_is_recorded_and_times_stay_device_t
         for sim in (reg, gps):
             sim.stop()
 
-    bodies = [json.loads(str(b)) for (b,) in agent.query("SELECT body FROM records ORDER BY seq")]
+    bodies = [json.loads(str(b)) for (b,) in agent.query("SELECT body FROM record_bodies ORDER BY seq")]
     jumps = [b for b in bodies if b["kind"] == "device" and b.get("status") == "clock_jump"]
     assert [b["device"] for b in jumps] == ["agent", "agent"]
     assert "behind device time" in jumps[0]["detail"]

@@ -91,7 +91,7 @@ def test_full_buffer_keeps_pending_records_and_evicts_only_uploaded(
             n += 1
             if n % 50 == 0:
                 time.sleep(0.01)
-        wait_for(lambda: writer._queue.empty())  # the test waits for the writer
+        wait_for(lambda: not writer._queue)  # the test waits for the writer
         time.sleep(0.05)
         reader = Buffer(path)
         pending = reader.pending_count()
@@ -116,7 +116,7 @@ def test_full_buffer_keeps_pending_records_and_evicts_only_uploaded(
             n += 1
             if n % 50 == 0:
                 time.sleep(0.01)
-        wait_for(lambda: writer._queue.empty())
+        wait_for(lambda: not writer._queue)
         time.sleep(0.05)
         (kept_pending,) = reader.conn.execute(
             "SELECT COUNT(*) FROM record_states WHERE state = 0 AND seq <= ?", (pending,)).fetchone()

@@ -161,7 +161,7 @@ def test_sigkill_twenty_times_loses_nothing(
             agent.stop()
         collector.stop()
 
-    committed = agent.query("SELECT seq, body, s.state FROM records JOIN record_states s USING (seq) ORDER BY seq")
+    committed = agent.query("SELECT seq, body, s.state FROM record_bodies JOIN record_states s USING (seq) ORDER BY seq")
     bodies = [json.loads(str(body)) for _, body, _ in committed]
     assert [row[2] for row in committed if row[2] != 1] == []  # nothing pending, nothing rejected
     assert [b["seq"] for b in bodies] == list(range(1, len(bodies) + 1))  # no gaps, no reuse

@@ -107,7 +107,7 @@ def test_forged_and_pre_published_records_are_refused_or_conflicts(
         assert seqs == [1, 2, 3, 4, 5]
         agent_id = json.loads(
             sqlite3.connect(config.buffer.path).execute(
-                "SELECT body FROM records WHERE seq = 1").fetchone()[0])["agent"]
+                "SELECT body FROM record_bodies WHERE seq = 1").fetchone()[0])["agent"]
         incident = {"vehicle": A, "ts": "2026-03-02T14:00:30.000Z", "kind": "incident",
                     "cause": "breakdown", "agent": "operator", "seq": 1}
         # An attacker holding A's broker password (not its key): an "operator" incident, and

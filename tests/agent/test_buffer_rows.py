@@ -1,0 +1,174 @@
+"""The buffer's rows built from prepared records (the JSON and canonical form made before the
+seq is known, the holes filled in the commit) are byte for byte the rows built whole."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from agent import schema
+from agent.buffer import Buffer
+from agent.buffer_rows import (
+    PLACEHOLDER,
+    agent_json,
+    build_rows,
+    insert_rows,
+    prepare,
+    record_body,
+    sent_body,
+)
+from agent.schema import migrate
+from protocols.canonical import canonical
+from protocols.chain import GENESIS, record_hash
+from protocols.records import Record, RecordError, ts_to_ms
+from tests.agent.helpers import VEHICLE, speed
+
+AGENT = "6f1c0d8e-3b55-4a1e-9a43-0c2f3f7e9b10"
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.floats(min_value=-1e7, max_value=1e7)
+    | st.text(max_size=12)
+)
+_values = _scalars | st.lists(_scalars, max_size=3) | st.dictionaries(
+    st.sampled_from(["seq", "prev", "a", "kmh"]), _scalars, max_size=3)
+_keys = st.text(max_size=8) | st.sampled_from(
+    ["kmh", "lat", "lon", "course", "raw", "slot", "agent", "seq", "prev", "é"])
+
+
+def _stored(
+    items: list[tuple[str, Record]], seq: int, prev: str
+) -> tuple[list[tuple[int, str, str]], str]:
+    """Capture ``items`` into a buffer's schema (in memory) from ``seq`` after ``prev``: each
+    record's (seq, body as sent by sent_body, body as the view record_bodies gives it), and the
+    chain hash of the last."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    conn.execute("INSERT INTO meta VALUES ('agent', ?)", (AGENT,))
+    rows, last = build_rows(conn, AGENT, [(s, prepare(r, AGENT)) for s, r in items], seq, prev, 0)
+    insert_rows(conn, rows)
+    view = dict(conn.execute("SELECT seq, body FROM record_bodies").fetchall())
+    out = [(row[0], sent_body(row[0], row[2], row[5], row[8], agent_json(AGENT)), view[row[0]])
+           for row in rows]
+    conn.close()
+    return out, last
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=8),
+       st.sampled_from(["speed", "position", "driver", "door", "device", "x-y", 'q"']),
+       st.sampled_from(["2026-03-02T14:00:01.000Z", "2026-03-02T11:00:01.5-03:00"]),
+       st.integers(min_value=1, max_value=2**53 + 5))
+@example({}, "speed", "2026-03-02T14:00:01.000Z", 1)
+@example({"kmh": 61.0, "odometer_m": 22, "device_seq": 4, "raw": "aa55"}, "speed", "2026-03-02T14:00:01.000Z",
+         2**53 - 1)
+@example({"lat": -23.5, "lon": -46.6252, "kmh": 75.93, "course": 1.0}, "position",
+         "2026-03-02T14:00:01.000Z", 10**6)
+@example({"a": {"prev": PLACEHOLDER, "seq": 0}}, "speed", "2026-03-02T14:00:01.000Z", 7)
+@example({"seq": 3, "agent": "someone", "prev": "x"}, "speed", "2026-03-02T14:00:01.000Z", 7)
+def test_a_prepared_record_is_the_record_built_whole(
+    fields: dict[str, Any], kind: str, ts: str, seq: int
+) -> None:
+    rest = {k: v for k, v in fields.items() if k not in ("vehicle", "ts", "kind")}
+    rec: Record = {"vehicle": VEHICLE, "ts": ts, "kind": kind, **rest}
+    prev = hashlib.sha256(str(seq).encode()).hexdigest()
+    try:
+        body, digest = record_body(rec, AGENT, seq, prev)  # as rows were built before
+    except RecordError:  # no canonical form: the record is dropped either way
+        assert _stored([("gps", rec)], seq, prev) == ([], prev)
+        return
+    assert _stored([("gps", rec)], seq, prev) == ([(seq, body, body)], digest.hex())
+
+
+def test_the_chain_runs_through_a_commit(tmp_path: Path) -> None:
+    """Each record's prev is the hash (record_hash, the collector's) of the one before it."""
+    buf = Buffer(tmp_path / "b.sqlite")
+    buf.add([("reg", speed(n, device_seq=n)) for n in range(5)])
+    buf.add([("reg", speed(n)) for n in range(5, 8)])
+    bodies = [orjson.loads(b) for _, b in buf.pending(0, 100)]
+    assert [b["seq"] for b in bodies] == list(range(1, 9))
+    assert bodies[0]["prev"] == GENESIS
+    for before, rec in itertools.pairwise(bodies):
+        assert rec["prev"] == record_hash(before)
+    assert buf.hashes([8]) == {8: record_hash(bodies[-1])}
+    assert hashlib.sha256(canonical(bodies[-1])).hexdigest() == record_hash(bodies[-1])
+    buf.close()
+
+
+def test_which_records_take_the_split() -> None:
+    """Flat records with plain vehicle, ts and kind are prepared; the others are built whole."""
+    position: Record = {"vehicle": VEHICLE, "ts": "2026-03-02T14:00:01.000Z", "kind": "position",
+                        "lat": -23.5, "lon": -46.6252, "kmh": 75.93, "course": 1.0, "raw": "24"}
+    assert prepare(speed(1, device_seq=1), AGENT)[3] is not None
+    assert prepare(position, AGENT)[3] is not None
+    nested: Record = {**position, "extra": {"seq": 0}}
+    own_seq: Record = {**position, "seq": 3}
+    odd_kind: Record = {**position, "kind": 'q"'}
+    assert [prepare(r, AGENT)[3] for r in (nested, own_seq, odd_kind)] == [None, None, None]
+
+
+def test_a_buffer_from_before_0008_keeps_every_record_and_chains_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A buffer of 0007 (whole bodies, each hash in its row) migrates to 0008 without a record
+    lost or changed: the same bodies sent, the same hashes, the chain going on from its last."""
+    path = tmp_path / "b.sqlite"
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:7])
+    assert schema.MIGRATIONS[-1][0] == "0007-stored-ranges"
+    buf = Buffer(path)
+    agent = buf.agent
+    old: dict[int, tuple[str, bytes]] = {}
+    prev = GENESIS
+    for seq in range(1, 11):  # rows as the buffer wrote them before 0008
+        rec = speed(seq, device_seq=seq if seq <= 5 else None)
+        body, digest = record_body(rec, agent, seq, prev)
+        buf.conn.execute(
+            "INSERT INTO records (seq, ts_ms, kind, source, device_seq, body, captured_ms, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, ts_to_ms(rec["ts"]), rec["kind"], "reg", rec.get("device_seq"), body, 1, digest))
+        old[seq] = (body, digest)
+        prev = digest.hex()
+    buf.conn.execute("INSERT INTO captured_frames VALUES ('reg', 1, 5, ?, ?)",
+                     (ts_to_ms(speed(1)["ts"]), ts_to_ms(speed(5)["ts"])))
+    buf.conn.execute("UPDATE meta SET value = '10' WHERE key = 'last_seq'")
+    buf.conn.execute("INSERT OR REPLACE INTO meta VALUES ('last_hash', ?)", (prev,))
+    assert buf.mark([(1, 3)], [(4, 4, "bad")], [], [True]) == 4
+    buf.close()
+    monkeypatch.undo()
+
+    buf = Buffer(path)
+    assert buf.agent == agent
+    names = [n for (n,) in buf.conn.execute("SELECT name FROM migrations ORDER BY name")]
+    assert names[-1] == "0008-compact-bodies"
+    counts = buf.counts()
+    assert (counts.pending, counts.stored, counts.rejected, counts.last_seq) == (6, 3, 1, 10)
+    assert buf.pending(0, 100) == [(s, old[s][0]) for s in range(5, 11)]
+    assert buf.bodies(1, 10) == [(s, old[s][0]) for s in range(1, 11)]
+    assert dict(buf.conn.execute("SELECT seq, body FROM record_bodies")) == {
+        s: b for s, (b, _) in old.items()}
+    assert buf.hashes(range(1, 11)) == {s: d.hex() for s, (_, d) in old.items()}
+    # The chain goes on from the last record of before; new rows are compact.
+    assert buf.add([("reg", speed(n, device_seq=n)) for n in range(11, 14)]) == [11, 12, 13]
+    bodies = [orjson.loads(b) for _, b in buf.bodies(10, 13)]
+    assert bodies[1]["prev"] == old[10][1].hex()
+    for before, rec in itertools.pairwise(bodies):
+        assert rec["prev"] == record_hash(before)
+    assert buf.hashes([10, 11, 12, 13]) == {
+        s: record_hash(b) for s, b in zip(range(10, 14), bodies, strict=True)}
+    (whole,) = buf.conn.execute("SELECT COUNT(*) FROM records WHERE seq > 10 AND (prev IS NULL "
+                                "OR hash IS NOT NULL OR body LIKE '%\"prev\"%')").fetchone()
+    assert whole == 0
+    # A frame captured before the migration is still known.
+    assert buf.add([("reg", speed(3, device_seq=3))]) == []
+    buf.close()
