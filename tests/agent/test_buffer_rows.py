@@ -65,30 +65,48 @@ def _stored(
     return out, last
 
 
+def _expected(recs: list[Record], seq: int, prev: str) -> tuple[list[tuple[int, str, str]], str]:
+    """The rows as they were built before records were prepared: record by record, whole."""
+    out = []
+    for rec in recs:
+        try:
+            body, digest = record_body(rec, AGENT, seq, prev)
+        except RecordError:  # no canonical form: dropped, takes no seq
+            continue
+        out.append((seq, body, body))
+        seq, prev = seq + 1, digest.hex()
+    return out, prev
+
+
+_record_fields = st.tuples(
+    st.dictionaries(_keys, _values, max_size=8),
+    st.sampled_from(["speed", "position", "driver", "door", "device", "x-y", 'q"']),
+    st.sampled_from(["2026-03-02T14:00:01.000Z", "2026-03-02T11:00:01.5-03:00"]))
+
+
 @settings(max_examples=400, deadline=None)
-@given(st.dictionaries(_keys, _values, max_size=8),
-       st.sampled_from(["speed", "position", "driver", "door", "device", "x-y", 'q"']),
-       st.sampled_from(["2026-03-02T14:00:01.000Z", "2026-03-02T11:00:01.5-03:00"]),
-       st.integers(min_value=1, max_value=2**53 + 5))
-@example({}, "speed", "2026-03-02T14:00:01.000Z", 1)
-@example({"kmh": 61.0, "odometer_m": 22, "device_seq": 4, "raw": "aa55"}, "speed", "2026-03-02T14:00:01.000Z",
+@given(st.lists(_record_fields, min_size=1, max_size=4),
+       st.integers(min_value=1, max_value=2**53 + 2))
+@example([({}, "speed", "2026-03-02T14:00:01.000Z")], 1)
+@example([({"kmh": 61.0, "odometer_m": 22, "device_seq": 4, "raw": "aa55"}, "speed",
+           "2026-03-02T14:00:01.000Z")] * 1 + [({"kmh": 0.5}, "speed", "2026-03-02T14:00:02.000Z")],
          2**53 - 1)
-@example({"lat": -23.5, "lon": -46.6252, "kmh": 75.93, "course": 1.0}, "position",
-         "2026-03-02T14:00:01.000Z", 10**6)
-@example({"a": {"prev": PLACEHOLDER, "seq": 0}}, "speed", "2026-03-02T14:00:01.000Z", 7)
-@example({"seq": 3, "agent": "someone", "prev": "x"}, "speed", "2026-03-02T14:00:01.000Z", 7)
-def test_a_prepared_record_is_the_record_built_whole(
-    fields: dict[str, Any], kind: str, ts: str, seq: int
+@example([({"lat": -23.5, "lon": -46.6252, "kmh": 75.93, "course": 1.0}, "position",
+           "2026-03-02T14:00:01.000Z")], 10**6)
+@example([({"a": {"prev": PLACEHOLDER, "seq": 0}}, "speed", "2026-03-02T14:00:01.000Z"),
+          ({"kmh": 1.0}, "speed", "2026-03-02T14:00:01.000Z")], 7)
+@example([({"seq": 3, "agent": "someone", "prev": "x"}, "speed", "2026-03-02T14:00:01.000Z")], 7)
+def test_prepared_records_are_the_records_built_whole(
+    fields: list[tuple[dict[str, Any], str, str]], seq: int
 ) -> None:
-    rest = {k: v for k, v in fields.items() if k not in ("vehicle", "ts", "kind")}
-    rec: Record = {"vehicle": VEHICLE, "ts": ts, "kind": kind, **rest}
+    """One commit of records of every shape (flat or nested, odd kinds and fields, a seq
+    crossing 2**53 - 1) gives the bodies and chain that building each record whole gave."""
+    recs: list[Record] = [
+        {"vehicle": VEHICLE, "ts": ts, "kind": kind,
+         **{k: v for k, v in extra.items() if k not in ("vehicle", "ts", "kind")}}
+        for extra, kind, ts in fields]
     prev = hashlib.sha256(str(seq).encode()).hexdigest()
-    try:
-        body, digest = record_body(rec, AGENT, seq, prev)  # as rows were built before
-    except RecordError:  # no canonical form: the record is dropped either way
-        assert _stored([("gps", rec)], seq, prev) == ([], prev)
-        return
-    assert _stored([("gps", rec)], seq, prev) == ([(seq, body, body)], digest.hex())
+    assert _stored([("gps", rec) for rec in recs], seq, prev) == _expected(recs, seq, prev)
 
 
 def test_the_chain_runs_through_a_commit(tmp_path: Path) -> None:
@@ -106,16 +124,24 @@ def test_the_chain_runs_through_a_commit(tmp_path: Path) -> None:
     buf.close()
 
 
-def test_which_records_take_the_split() -> None:
-    """Flat records with plain vehicle, ts and kind are prepared; the others are built whole."""
+def test_which_records_are_stored_compact() -> None:
+    """Records with plain vehicle, ts and kind are stored compact (prev in its column); the
+    others whole, as before 0008, and so is one holding the placeholder's pair itself."""
     position: Record = {"vehicle": VEHICLE, "ts": "2026-03-02T14:00:01.000Z", "kind": "position",
                         "lat": -23.5, "lon": -46.6252, "kmh": 75.93, "course": 1.0, "raw": "24"}
-    assert prepare(speed(1, device_seq=1), AGENT)[3] is not None
-    assert prepare(position, AGENT)[3] is not None
-    nested: Record = {**position, "extra": {"seq": 0}}
+    nested: Record = {**position, "extra": {"seq": 0, "prev": "x"}}
+    placeholder_inside: Record = {**position, "extra": {"prev": PLACEHOLDER}}
     own_seq: Record = {**position, "seq": 3}
     odd_kind: Record = {**position, "kind": 'q"'}
-    assert [prepare(r, AGENT)[3] for r in (nested, own_seq, odd_kind)] == [None, None, None]
+    recs = [speed(1, device_seq=1), position, nested, placeholder_inside, own_seq, odd_kind]
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    rows, _ = build_rows(conn, AGENT, [("gps", prepare(r, AGENT)) for r in recs], 1, GENESIS, 0)
+    compact = (True, True)
+    whole = (False, False)
+    assert [(row[7] is None, row[8] is not None) for row in rows] == [
+        compact, compact, compact, whole, whole, whole]
+    conn.close()
 
 
 def test_a_buffer_from_before_0008_keeps_every_record_and_chains_on(
