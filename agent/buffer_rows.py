@@ -11,11 +11,11 @@ A record's work is split in two (issue 16: the buffer's write speed):
 - :func:`build_rows`, in the committing transaction: the canonical forms of the commit's
   records at once (:func:`protocols.canonical_batch.forms`, the checks column by column: about
   half the CPU of :func:`protocols.canonical.canonical` record by record; a record it leaves
-  goes through ``canonical``). Keys are sorted and neither placeholder is normalized, so a
-  record's real canonical bytes are these with its ``seq`` and ``prev`` written in the
-  placeholders' place. Each record gets the next ``seq``, ``prev`` (the chain hash of the
-  record before it, docs/trust.md) and its own chain hash — the SHA-256 of the canonical bytes
-  with the holes filled, nothing serialized again. A device frame already captured is left out
+  goes through ``canonical``), each with the seq the record gets. Keys are sorted and ``prev``
+  is not normalized, so a record's real canonical bytes are these with its ``prev`` written
+  over the placeholder's. Each record gets the next ``seq``, ``prev`` (the chain hash of the
+  record before it, docs/trust.md) and its own chain hash — the SHA-256 of those bytes, nothing
+  serialized again. A device frame already captured is left out
   whole (its run in ``captured_frames`` knows it, ``agent/frames.py``), and so is a second
   record of one frame with the same :func:`~protocols.records.device_key`.
 
@@ -27,10 +27,11 @@ sent: byte for byte the JSON built whole. A record's own hash is the next record
 ``meta.last_hash`` for the newest), so it is not stored with it.
 
 A record the split does not fit (its ``vehicle``, ``ts`` or ``kind`` not a plain string, its own
-``agent``, ``seq`` or ``prev`` field, no canonical form, or the placeholders not found exactly
-once in it) is built whole as before (:func:`record_body`) and stored as rows were before 0008:
-its whole JSON, ``prev`` NULL, its hash as 32 bytes. The split is only ever a faster road to the
-same bytes (tests/agent/test_buffer_rows.py checks them against :func:`record_body`).
+``agent``, ``seq`` or ``prev`` field, or a nested object holding the placeholder's pair itself)
+is built whole as before (:func:`record_body`) and stored as rows were before 0008: its whole
+JSON, ``prev`` NULL, its hash as 32 bytes; so is one with no canonical form (then dropped, as
+before). The split is only ever a faster road to the same bytes (tests/agent/test_buffer_rows.py
+checks them against :func:`record_body`).
 """
 
 from __future__ import annotations
