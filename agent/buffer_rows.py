@@ -141,8 +141,9 @@ def sent_body(seq: int, kind: str, body: str, prev: bytes | None, agent_json: st
     after ``kind`` (the view ``record_bodies`` does the same in SQL)."""
     if prev is None:
         return body
-    split = body.index(',"kind":') + 10 + len(kind)
-    return f'{body[:split]},"agent":{agent_json},"seq":{seq},"prev":"{prev.hex()}"{body[split:]}'
+    # vehicle and ts are strings (prepare): the first ',"kind":"<kind>"' is the key and its value.
+    head, kind_pair, rest = body.partition(f',"kind":"{kind}"')
+    return f'{head}{kind_pair},"agent":{agent_json},"seq":{seq},"prev":"{prev.hex()}"{rest}'
 
 
 def bodies_source(conn: sqlite3.Connection) -> str:
@@ -192,7 +193,7 @@ def build_rows(
                             None, None)) for item in items]
     runs = FrameRuns(conn, FrameRuns.window_of(
         (source, ready[2]) for source, ready in items if ready[2] is not None))
-    kept, starts = _new_records(runs, items)
+    kept = _new_records(runs, items)
     # The forms, with the seqs the records get if none is dropped (one with no canonical form).
     hashed = [i for i in kept if items[i][1][4] is not None]
     objs: list[dict[str, Any]] = []
@@ -206,12 +207,9 @@ def build_rows(
     sha256 = hashlib.sha256
     prev_raw = _raw(prev)
     prev_hex = prev.encode()
-    unnoted: tuple[str, int, int] | None = None  # a new frame whose run is not noted yet
     for i in kept:
         source, (rec, ts_ms, device_seq, sent, obj) = items[i]
         assert ts_ms is not None  # read above
-        if i in starts:
-            unnoted = (source, device_seq, ts_ms)
         row: Row
         form = canonical_forms.get(i)
         if sent is not None and obj is not None and prev_raw is not None:
@@ -236,9 +234,6 @@ def build_rows(
                 log.error("record dropped, it cannot be chained: %s", err)
                 continue
             row = (seq, ts_ms, rec["kind"], source, device_seq, body, now, digest, None)
-        if unnoted is not None and unnoted == (source, device_seq, ts_ms):
-            runs.note(source, device_seq, ts_ms)
-            unnoted = None
         rows.append(row)
         seq += 1
         prev_raw, prev_hex = digest, hexlify(digest)
@@ -246,13 +241,15 @@ def build_rows(
     return rows, prev_hex.decode()
 
 
-def _new_records(runs: FrameRuns, items: list[tuple[str, Ready]]) -> tuple[list[int], set[int]]:
+def _new_records(runs: FrameRuns, items: list[tuple[str, Ready]]) -> list[int]:
     """The indexes of ``items`` to capture: not of a frame ``runs`` knows, nor a second record
-    of one frame with the same device_key; and those of them that start a frame. A new frame
-    has no record in the buffer yet (its run would know it): only its own records can share a
-    device_key (worked out from its second record on)."""
+    of one frame with the same device_key; each new frame noted in ``runs`` as it comes, so the
+    same frame later in the commit (asked again, arrived twice) is known. A new frame has no
+    record in the buffer yet (its run would know it): only its own records can share a
+    device_key (worked out from its second record on). (A frame none of whose records can be
+    chained — no canonical form, dropped with an error in build_rows — is noted all the same:
+    asking for it again would give the same records.)"""
     kept: list[int] = []
-    starts: set[int] = set()
     frame: tuple[str, int, int] | None = None
     first: Record | None = None  # the frame's first record kept
     given: set[str] = set()  # the device_keys of the frame's records, once it has two
@@ -272,7 +269,7 @@ def _new_records(runs: FrameRuns, items: list[tuple[str, Ready]]) -> tuple[list[
             continue
         if first is None:
             first = rec
-            starts.add(i)
+            runs.note(source, device_seq, ts_ms)
         else:
             if not given:
                 given.add(str(device_key(first, ts_ms)))
@@ -281,4 +278,4 @@ def _new_records(runs: FrameRuns, items: list[tuple[str, Ready]]) -> tuple[list[
                 continue
             given.add(key)
         kept.append(i)
-    return kept, starts
+    return kept

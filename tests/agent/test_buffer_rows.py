@@ -198,3 +198,14 @@ def test_a_buffer_from_before_0008_keeps_every_record_and_chains_on(
     # A frame captured before the migration is still known.
     assert buf.add([("reg", speed(3, device_seq=3))]) == []
     buf.close()
+
+
+def test_a_frame_twice_in_one_commit_is_captured_once(tmp_path: Path) -> None:
+    """A frame that arrives again later in the same commit (asked again while its first copy
+    was still queued) is one record, as across commits."""
+    buf = Buffer(tmp_path / "b.sqlite")
+    frame5, frame6 = speed(1, device_seq=5), speed(2, device_seq=6)
+    assert buf.add([("reg", frame5), ("reg", frame6), ("gps", speed(3)), ("reg", frame5),
+                    ("reg", speed(4, device_seq=7)), ("reg", frame6)]) == [1, 2, 3, 4]
+    assert [orjson.loads(b).get("device_seq") for _, b in buf.pending(0, 10)] == [5, 6, None, 7]
+    buf.close()
