@@ -2,8 +2,10 @@
 
 Two backends behind one interface (:class:`Store`): SQLite through sqlite-utils, the embedded
 default (``collector/store_sqlite.py``), and PostgreSQL through psycopg
-(``collector/store_pg.py``). Both run the same SQL for the hot path and one list of named
-migrations (``collector/store_schema.py``). The layout and the choice of keys are explained in ``docs/collector.md``.
+(``collector/store_pg.py``). Both run the same SQL for the hot path, except the records of a
+group commit, which PostgreSQL writes by COPY (:meth:`Store._counted_inserts`), and one list of
+named migrations (``collector/store_schema.py``). The layout and the choice of keys are explained
+in ``docs/collector.md``.
 
 Identity of a record:
 
