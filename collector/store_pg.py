@@ -74,7 +74,7 @@ _COPY_STAGE: Final = f"COPY {_STAGE} ({_COLUMNS}) FROM STDIN (FORMAT BINARY)".en
 #: an earlier row of the same statement did); the identities inserted returned.
 _MOVE_STAGE: Final = (
     f"INSERT INTO records ({_COLUMNS}) SELECT {_COLUMNS} FROM {_STAGE} ON CONFLICT DO NOTHING "
-    "RETURNING vehicle, agent, seq"
+    "RETURNING vehicle, agent, seq, device_key"
 ).encode()
 
 
@@ -183,14 +183,17 @@ class PostgresStore(Store):
         self._staged = True
         self._copy(cur, _COPY_STAGE, batches)
         cur.execute(_MOVE_STAGE)
-        # counted back to their batches, the first batch holding an identity first (the order
-        # the rows are inserted in)
-        inserted = Counter((str(v), str(a), int(s)) for v, a, s in cur.fetchall())
+        # counted back to their batches by both unique keys' columns, the first row holding
+        # them first (the order the rows are inserted in): rows alike in all of them are
+        # refused or taken alike, so the first such row is the one inserted. By identity
+        # alone, a row refused by the device key was counted for a later one inserted under
+        # the same seq (both answered stored, the conflict missed).
+        inserted = Counter((str(v), str(a), int(s), k) for v, a, s, k in cur.fetchall())
         counts = []
         for batch in batches:
             new = 0
             for row in batch:
-                key = (row[0], row[1], row[2])
+                key = (row[0], row[1], row[2], row[7])
                 if inserted[key] > 0:
                     inserted[key] -= 1
                     new += 1
