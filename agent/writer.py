@@ -104,6 +104,7 @@ class BufferWriter:
         self.on_drop: DropHandler | None = None
         self._owed_full: str | None = None  # the detail of a buffer_full record not yet written
         self._blocked: set[str] = set()  # sources whose stateful groups were dropped
+        self._stop_asked = False  # set by stop() before its marker is queued
 
     @property
     def agent(self) -> str:
@@ -230,9 +231,14 @@ class BufferWriter:
                 return
             if not outcome:  # another error: kept in memory (or lost at stop)
                 if not final:
-                    for part in (piece, *pieces):
-                        for group in part:
-                            self._hand(group)
+                    again = [g for part in (piece, *pieces) for g in part]
+                    if self._stop_asked:  # behind the stop marker: committed once more, final
+                        self._queue.extend(again)
+                    else:
+                        # back at the head, in their order: ahead of the groups handed over
+                        # since (behind them, a source's records lost their order and its
+                        # older state was saved over the newer one)
+                        self._queue.extendleft(reversed(again))
                     time.sleep(1.0)
                 return
 
@@ -320,6 +326,7 @@ class BufferWriter:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Flush the queue into the buffer and stop the thread."""
+        self._stop_asked = True
         self._hand(None)
         self._thread.join(timeout)
         self.buffer.close()

@@ -15,6 +15,7 @@ import itertools
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -25,13 +26,14 @@ import pytest
 from agent import schema
 from agent.buffer import Buffer
 from agent.buffer_rows import PLACEHOLDER, record_body
+from agent.writer import BufferWriter
 from collector.ingest import Ingest
 from collector.intake import prepare as intake
 from collector.store import Store
 from protocols.chain import GENESIS, record_hash
 from protocols.records import Record, make_record, ms_to_ts, ts_to_ms
 from protocols.uplink import encode_batch_json, up_topic
-from tests.agent.helpers import T0_MS, VEHICLE, speed
+from tests.agent.helpers import T0_MS, VEHICLE, speed, wait_until
 
 PAIR = '"prev":"' + PLACEHOLDER + '"'
 
@@ -289,3 +291,34 @@ def test_tricky_records_are_accepted_by_the_collector_as_they_are() -> None:
     bodies = [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in recs]
     links = _collector_links(bodies, "x")
     assert len(links) == len(recs)
+
+
+def test_a_commit_that_fails_keeps_its_groups_ahead_of_those_queued_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """A commit refused for another reason than a full disk (the database locked longer than
+    the busy timeout: ``frota agent replay`` or an export holding it) keeps its groups in memory
+    and commits them again: before the groups a source handed over meanwhile, so that a
+    source's records keep their order and the state saved last is the newest (the door
+    counters' baselines: an older one saved over a newer one counts passengers twice after a
+    restart). They were queued again behind them."""
+    path = tmp_path / "b.sqlite"
+    writer = BufferWriter(path, commit_records=1, commit_interval_ms=1)
+    # the wait for the lock shortened from 30 s (the commit fails sooner; nothing is timed)
+    writer.buffer.conn.execute("PRAGMA busy_timeout = 1500")
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")  # holds the write lock
+    writer.start()
+    first, second = speed(1), speed(2)
+    writer.put_many("apc", [first], state='{"baseline": 1}')
+    assert wait_until(lambda: not writer._queue)  # taken: its commit waits for the lock
+    writer.put_many("apc", [second], state='{"baseline": 2}')  # queued while it waits
+    assert wait_until(lambda: writer.error is not None, timeout=60)  # that commit failed
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    writer.stop()
+    buf = Buffer(path)
+    bodies = [orjson.loads(b) for _, b in buf.bodies(1, 10)]
+    assert [b["ts"] for b in bodies] == [first["ts"], second["ts"]]
+    assert buf.source_state("apc") == '{"baseline": 2}'
+    buf.close()
