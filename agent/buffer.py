@@ -296,8 +296,9 @@ class Buffer:
                 if digest is None:
                     digest = after
                 if digest is None:
-                    if newest is None:
-                        newest = (self._last_seq(), self._last_hash())
+                    if newest is None:  # the last seq and its hash from ONE read: read
+                        # apart, a commit between them paired a seq with a newer record's hash
+                        newest = self._tail()
                     if seq == newest[0]:
                         digest = newest[1]
                 if digest is None:

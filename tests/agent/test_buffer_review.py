@@ -322,3 +322,35 @@ def test_a_commit_that_fails_keeps_its_groups_ahead_of_those_queued_meanwhile(
     assert [b["ts"] for b in bodies] == [first["ts"], second["ts"]]
     assert buf.source_state("apc") == '{"baseline": 2}'
     buf.close()
+
+
+def test_a_commit_between_the_reads_of_hashes_does_not_change_its_answer(tmp_path: Path) -> None:
+    """A record's chain hash is the next record's prev, or, for the newest, the last hash given
+    (``meta``). The uplink asks for the newest (a live batch's checkpoint, an ack's binding)
+    while the writer commits: a commit landing before any one of the statements
+    :meth:`Buffer.hashes` runs must not change its answer. (Read as two statements, the last
+    seq and the last hash could come from either side of a commit: seq 2 answered with the
+    hash of seq 3.)"""
+    for at in itertools.count(1):
+        folder = tmp_path / str(at)
+        folder.mkdir()
+        writer = Buffer(folder / "b.sqlite")
+        writer.add([("gps", speed(1)), ("gps", speed(2))])
+        want = {s: record_hash(orjson.loads(b)) for s, b in writer.bodies(1, 2)}
+        reader = Buffer(folder / "b.sqlite")
+        seen = 0
+
+        def trace(_: str, at: int = at, writer: Buffer = writer) -> None:
+            nonlocal seen
+            seen += 1
+            if seen == at:  # before this statement reads anything: another commit
+                writer.add([("gps", speed(3 + at))])
+
+        reader.conn.set_trace_callback(trace)
+        got = reader.hashes([1, 2])
+        reader.conn.set_trace_callback(None)
+        reader.close()
+        writer.close()
+        assert got == want, f"a commit before statement {at}"
+        if seen < at:  # every statement had a commit before it
+            break
