@@ -302,8 +302,11 @@ class Buffer:
                     if seq == newest[0]:
                         digest = newest[1]
                 if digest is None:
-                    kind, body, prev = self.conn.execute(
+                    row = self.conn.execute(
                         "SELECT kind, body, prev FROM records WHERE seq = ?", (seq,)).fetchone()
+                    if row is None:  # deleted since the read above (retention, eviction)
+                        continue
+                    kind, body, prev = row
                     try:
                         digest = record_hash(orjson.loads(
                             sent_body(seq, kind, body, prev, self._agent_json)))

@@ -354,3 +354,36 @@ def test_a_commit_between_the_reads_of_hashes_does_not_change_its_answer(tmp_pat
         assert got == want, f"a commit before statement {at}"
         if seen < at:  # every statement had a commit before it
             break
+
+
+def test_a_record_deleted_between_the_reads_of_hashes_is_left_out_not_an_error(
+    tmp_path: Path,
+) -> None:
+    """A stored record the writer deletes (retention, eviction) while :meth:`Buffer.hashes`
+    reads: answered with its hash or left out ("the records the buffer still holds"), never
+    an exception in the uplink's thread."""
+    for at in itertools.count(1):
+        folder = tmp_path / str(at)
+        folder.mkdir()
+        writer = Buffer(folder / "b.sqlite")
+        writer.add([("gps", speed(n)) for n in range(1, 4)])
+        want = {s: record_hash(orjson.loads(b)) for s, b in writer.bodies(1, 3)}
+        writer.mark([(1, 2)], [])
+        writer.conn.execute("DELETE FROM records WHERE seq = 2")  # evicted: 1 hashed from its body
+        reader = Buffer(folder / "b.sqlite")
+        seen = 0
+
+        def trace(_: str, at: int = at, writer: Buffer = writer) -> None:
+            nonlocal seen
+            seen += 1
+            if seen == at:
+                writer.conn.execute("DELETE FROM records WHERE seq = 1")
+
+        reader.conn.set_trace_callback(trace)
+        got = reader.hashes([1])
+        reader.conn.set_trace_callback(None)
+        reader.close()
+        writer.close()
+        assert got in ({}, {1: want[1]}), f"a deletion before statement {at}"
+        if seen < at:
+            break
