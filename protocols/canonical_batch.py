@@ -1,5 +1,5 @@
 """The canonical form of many flat records at once, for the collector's ingest
-(``collector/intake.py``): the checks of the one-pass path done column by column over a batch,
+(``collector/intake.py``) and the agent's buffer commits (``agent/buffer.py``): the checks of the one-pass path done column by column over a batch,
 in C loops (``map``, ``compress``, set and list operations), not record by record in Python.
 
 :func:`protocols.canonical.canonical` checks each record on its own (keys ASCII, values
@@ -21,9 +21,8 @@ it gives the same bytes by the longer road, or RecordError):
 
 ``orjson`` may still refuse a record (an integer beyond ±(2**53 - 1), a lone surrogate): that
 record too is :func:`canonical`'s. ``tests/trust/test_canonical_batch.py`` checks the bytes
-against ``jcs(normalized(rec))`` record by record. (Written first for the agent's buffer,
-issue 16, and not kept there: record by record was cheaper on the agent's commits,
-firmware-notes/agent.md.)
+against ``jcs(normalized(rec))`` record by record. The agent's buffer uses it too, for all the
+records of one commit at once (``agent/buffer.py``, firmware-notes/agent.md).
 """
 
 from __future__ import annotations

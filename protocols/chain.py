@@ -22,16 +22,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from cryptography.hazmat.primitives.asymmetric import ed25519
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
 
 from protocols.canonical import canonical, jcs
-from protocols.identity import key_id, verify
+from protocols.identity import key_id
 from protocols.records import RecordError
-
-try:  # a dependency since bench.chain's libsodium change; a .venv made before has it not yet
-    from nacl.exceptions import BadSignatureError
-    from nacl.signing import VerifyKey
-except ImportError:  # pragma: no cover - scripts/bootstrap.sh installs it
-    VerifyKey = None  # type: ignore[assignment,misc]
 
 #: ``prev`` of an agent's first record.
 GENESIS: Final = "0" * 64
@@ -117,7 +113,7 @@ def checkpoint_valid(
 ) -> bool:
     """True when ``cp`` is ``key``'s signature over (vehicle, agent, seq, hash).
 
-    Checked by libsodium (PyNaCl), not by ``cryptography`` as the other signatures are: the
+    Checked by libsodium (PyNaCl), as every Ed25519 signature is (:func:`protocols.identity.verify`): the
     collector verifies one checkpoint per batch, and there libsodium costs half the CPU
     (≈ 55 µs against ≈ 105 µs on the development machine) and releases the GIL while it
     works, where ``cryptography`` holds it (docs/trust.md, "What it costs"), so the live
@@ -129,8 +125,6 @@ def checkpoint_valid(
     if raw is None:
         return False
     message = checkpoint_message(vehicle, agent, cp.seq, cp.hash)
-    if VerifyKey is None:
-        return verify(key, raw, message)
     try:
         _verify_key(key.public_bytes_raw()).verify(message, raw)
     except BadSignatureError:

@@ -1,6 +1,7 @@
 """Keys and certificates of a fleet: the fleet CA, agents' and collectors' Ed25519 signing keys.
 
-Everything here is the ``cryptography`` package; nothing is hand-rolled. The fleet CA is an
+Everything here is the ``cryptography`` package (Ed25519 signatures checked by libsodium through
+PyNaCl, :func:`verify`); nothing is hand-rolled. The fleet CA is an
 ECDSA P-256 key with a self-signed X.509 certificate (P-256, not Ed25519, because the same CA
 certifies the broker's TLS server certificate and every TLS stack accepts P-256). Each agent and
 each collector has an Ed25519 key; the CA certifies it in an X.509 certificate whose common name
@@ -24,6 +25,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
 
 ROLES: Final = ("vehicle", "collector")
 #: How long certificates made by ``frota provision`` are valid (days).
@@ -251,9 +254,15 @@ def public_key_of(cert: x509.Certificate) -> ed25519.Ed25519PublicKey:
 
 
 def verify(key: ed25519.Ed25519PublicKey, signature: bytes, message: bytes) -> bool:
-    """True when ``signature`` is ``key``'s Ed25519 signature of ``message``."""
+    """True when ``signature`` is ``key``'s Ed25519 signature of ``message``.
+
+    Checked by libsodium (PyNaCl), like the chain's checkpoints (protocols/chain.py): it accepts
+    every RFC 8032 signature by the key and refuses, besides what ``cryptography`` refuses, a
+    key or R of small order — which no honest signer makes, and which would let a forged key
+    "verify" messages it never signed (tests/trust/test_chain.py). One rule for every signature
+    Frota checks: acks, bundles, inspector tokens, checkpoints."""
     try:
-        key.verify(signature, message)
-    except InvalidSignature:
-        return False
+        VerifyKey(key.public_bytes_raw()).verify(message, signature)
+    except (BadSignatureError, ValueError, TypeError):
+        return False     # a signature that is not 64 bytes, or not bytes, is no signature
     return True

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
-import pytest
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
 from protocols import identity
@@ -78,12 +77,22 @@ def test_libsodium_verifies_checkpoints_as_cryptography_does() -> None:
 def test_a_key_of_small_order_verifies_nothing() -> None:
     # the neutral point as a public key, and R the neutral point with S = 0: [S]B = R + [k]A
     # holds for every message, so a verifier that does not refuse such keys accepts it (OpenSSL,
-    # through cryptography, does; libsodium refuses it)
-    pytest.importorskip("nacl")
+    # through cryptography, does; libsodium refuses it). Every signature Frota checks goes
+    # through libsodium: checkpoints, and identity.verify (acks, bundles, inspector tokens).
     neutral = (1).to_bytes(32, "little")
     key = ed25519.Ed25519PublicKey.from_public_bytes(neutral)
     forged = Checkpoint(7, "ab" * 32, "0" * 16, base64.b64encode(neutral + bytes(32)).decode())
     assert not checkpoint_valid(key, "ABC1D23", "a1", forged)
+    assert not identity.verify(key, neutral + bytes(32), b"any message at all")
+
+
+def test_a_signature_of_the_wrong_size_or_type_is_no_signature() -> None:
+    key = identity.new_signing_key()
+    sig = key.sign(b"m")
+    assert identity.verify(key.public_key(), sig, b"m")
+    assert not identity.verify(key.public_key(), sig[:63], b"m")
+    assert not identity.verify(key.public_key(), sig + b"\0", b"m")
+    assert not identity.verify(key.public_key(), b"", b"m")
 
 
 def test_the_agents_buffer_chains_every_record_it_captures(tmp_path: Path) -> None:
