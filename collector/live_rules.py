@@ -214,7 +214,8 @@ class LiveRules:
         report = Evaluation(as_of_ms)
         if not mine:
             return report
-        lasts = {p: store_live.state(store, store_live.last_id_name(p)) or 0 for p in mine}
+        lasts = {p: store_live.NEVER if (n := store_live.state(store, store_live.last_id_name(p)))
+                 is None else n for p in mine}
         known = store_live.parts(store)
 
         def judged(vehicle: str) -> int:   # the row id its partition judged (others': all)

@@ -15,6 +15,10 @@ from collector.store import Store
 #: (collector/live_state.py).
 LAST_ID = "live_last_id"
 FINGERPRINT = "live_fingerprint"
+#: The row id judged of a partition that never judged anything (its compacted days not judged
+#: either); 0 is a partition that judged its records when none was stored as a row (all in
+#: compacted days).
+NEVER = -1
 
 
 def last_id_name(part: str) -> str:
@@ -69,14 +73,15 @@ def arrived(store: Store, after_id: int, until_id: int | None = None,
             after: Callable[[str], int] | None = None, page: int = 10_000) -> Arrived:
     """What arrived after row ``after_id`` (up to ``until_id``; for a vehicle whose partition
     judged further, after ``after[vehicle]``): a range of the primary key read page by page and
-    summed up here (a GROUP BY vehicle would let SQLite walk a vehicle index, i.e. the store)."""
+    summed up here (a GROUP BY vehicle would let SQLite walk a vehicle index, i.e. the store).
+    :data:`NEVER`: from the beginning, the compacted days too."""
     earliest: dict[str, int] = {}
-    if after_id == 0:   # from the beginning: the compacted days too (collector/store_disc.py)
+    if after_id == NEVER:   # from the beginning: the compacted days too (collector/store_disc.py)
         for vehicle, first in store._read("SELECT vehicle, min(first_ms) FROM disc_days "
                                           "GROUP BY vehicle"):
-            if after is None or after(str(vehicle)) == 0:   # its partition from the start
+            if after is None or after(str(vehicle)) == NEVER:   # its partition never judged
                 earliest[str(vehicle)] = int(first)
-    newest = after_id
+    newest = max(after_id, 0)
     limit = (1 << 62) if until_id is None else until_id
     since: dict[str, int] = {}
     while True:

@@ -288,6 +288,7 @@ def test_a_bundle_names_the_time_of_outside_records_in_compacted_days(store: Sto
 @pytest.mark.parametrize("name", ["ba-night"])
 def test_live_findings_are_unchanged_after_compaction(name: str, store: Store) -> None:
     from collector import store_live
+    from collector.live_rules import SETTLE_MAX_MS
     from tests.collector.test_live_rules import _live, _scenario
 
     recs, registry = _scenario(name)
@@ -306,6 +307,15 @@ def test_live_findings_are_unchanged_after_compaction(name: str, store: Store) -
     assert sorted(store.findings()[0]) == before
     store_live.reset(store, live.fingerprint)   # the whole store replayed, from compacted days
     live.evaluate(last, last)
+    assert sorted(store.findings()[0]) == before
+    # judged up to row id 0 (every record is in a compacted day, none a row): the next
+    # evaluation is not a replay from the beginning again. The replay's records were days late
+    # (against the evaluation before), so its settled boundary went SETTLE_MAX_MS before as_of:
+    # the next one feeds the records from there on, and no more
+    again = live.evaluate(last, last)
+    assert list(again.boundaries.values()) == [last - SETTLE_MAX_MS]
+    assert sum(again.replayed.values()) == sum(1 for r in recs
+                                               if ts_to_ms(r["ts"]) >= last - SETTLE_MAX_MS)
     assert sorted(store.findings()[0]) == before
 
 
