@@ -217,7 +217,7 @@ def build_rows(
                 obj["seq"] = seq
                 try:
                     form = canonical(obj)
-                except RecordError:
+                except (RecordError, TypeError, ValueError):
                     form = None  # built whole below, which says why it is dropped
                 if form is not None and form.count(_PLACEHOLDER_PAIR) != 1:
                     form = None  # a nested object holds the same pair: built whole
@@ -230,8 +230,10 @@ def build_rows(
         else:
             try:
                 body, digest = record_body(rec, agent, seq, prev_hex.decode())
-            except RecordError as err:  # no canonical form: it cannot be chained
-                log.error("record dropped, it cannot be chained: %s", err)
+            except (RecordError, TypeError, ValueError) as err:
+                # no canonical form (e.g. an integer beyond 64 bits, which orjson refuses with
+                # a TypeError): it cannot be chained; the commit goes on without it
+                log.error("%s record dropped, it cannot be chained: %s", rec.get("kind"), err)
                 continue
             row = (seq, ts_ms, rec["kind"], source, device_seq, body, now, digest, None)
         rows.append(row)

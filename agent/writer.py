@@ -174,11 +174,23 @@ class BufferWriter:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not self._wait(remaining):
                     break
-            self._commit(batch, final=False)
+            self._commit_guarded(batch, final=False)
         # Flush whatever was queued behind the stop marker.
         rest = [group for group in self._drain() if group is not None]
         if rest:
-            self._commit(rest, final=True)
+            self._commit_guarded(rest, final=True)
+
+    def _commit_guarded(self, batch: list[Group], *, final: bool) -> None:
+        """:meth:`_commit`, and the thread lives on whatever it raises: a record nothing can
+        store is dropped in :func:`agent.buffer_rows.build_rows`; anything else unforeseen drops
+        this batch (logged, counted in ``dropped``) rather than every record after it."""
+        try:
+            self._commit(batch, final=final)
+        except Exception as err:  # the one writer thread must not die
+            self.error = err
+            log.exception("buffer writer: a commit failed unexpectedly; its %d records dropped",
+                          sum(len(g.records) for g in batch))
+            self._drop(batch, "commit failed")
 
     def _drain(self) -> list[Group | None]:
         out: list[Group | None] = []
@@ -312,7 +324,7 @@ class BufferWriter:
             )
         self._drop(batch)
 
-    def _drop(self, batch: list[Group]) -> None:
+    def _drop(self, batch: list[Group], why: str = "buffer full") -> None:
         for group in batch:
             if group.resume:
                 self._blocked.discard(group.source)
@@ -322,7 +334,7 @@ class BufferWriter:
                 self._blocked.add(group.source)
             if self.on_drop is not None and (group.records or group.state is not None):
                 self.on_drop(group.source, group.records)
-        log.error("buffer full: %d records dropped so far", self.dropped)
+        log.error("%s: %d records dropped so far", why, self.dropped)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Flush the queue into the buffer and stop the thread."""

@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -424,3 +425,58 @@ def test_sources_handing_over_at_once_lose_nothing_and_keep_their_order(tmp_path
     for before, after in itertools.pairwise(bodies):
         assert orjson.loads(after)["prev"] == record_hash(orjson.loads(before))
     buf.close()
+
+
+def test_a_record_with_no_canonical_form_is_dropped_and_the_writer_lives_on(tmp_path: Path) -> None:
+    """A source handing over a record nothing can chain — an integer beyond 64 bits (orjson
+    refuses it with a TypeError), NaN (RFC 8785 has no form for it), an object that is no JSON —
+    loses that record alone: the records beside it and after it are captured, the writer's
+    thread lives on (it died on the first, and with it every record after)."""
+    writer = BufferWriter(tmp_path / "buffer.sqlite")
+    writer.start()
+    try:
+        for n, bad_value in enumerate((2**70, float("nan"), object())):
+            bad = speed(10 * n + 1, device_seq=10 * n + 1)
+            bad["odometer_m"] = bad_value
+            writer.put_many("reg", [bad, speed(10 * n + 2, device_seq=10 * n + 2)])
+        writer.put_many("reg", [speed(99, device_seq=99)])
+        deadline = time.monotonic() + 20
+        while writer.captured < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert writer.alive
+        assert writer.captured == 4            # 2, 12, 22 and 99; 1, 11 and 21 dropped
+    finally:
+        writer.stop()
+    buf = Buffer(tmp_path / "buffer.sqlite")
+    bodies = [json.loads(body) for _, body in buf.pending(0, 10)]
+    assert [b["device_seq"] for b in bodies] == [2, 12, 22, 99]
+    assert [b["seq"] for b in bodies] == [1, 2, 3, 4]
+    assert bodies[0]["prev"] == GENESIS
+    assert all(b["prev"] == record_hash(a) for a, b in itertools.pairwise(bodies))
+    buf.close()
+
+
+def test_a_commit_that_raises_something_unforeseen_drops_its_batch_not_the_writer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last resort: whatever a commit raises, the batch is dropped (counted, logged) and the
+    records after it are captured."""
+    writer = BufferWriter(tmp_path / "buffer.sqlite")
+    real = writer.buffer.add_ready
+    calls = []
+
+    def add_ready_failing_once(*args: object, **kwargs: object) -> list[int]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("unforeseen")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer.buffer, "add_ready", add_ready_failing_once)
+    writer.start()
+    try:
+        writer.put_many("reg", [speed(1, device_seq=1)])
+        assert wait_until(lambda: writer.dropped == 1)
+        writer.put_many("reg", [speed(2, device_seq=2)])
+        assert wait_until(lambda: writer.captured == 1)
+        assert writer.alive
+    finally:
+        writer.stop()
