@@ -1,0 +1,278 @@
+"""Review of the live rules fed in place (collector/live_rules.py: the settled engine kept in
+memory and fed in place, the head judged on a copy, open findings judged without copying, the
+findings' JSON compared): adversarial deliveries, each compared with what ``frota check --as-of``
+finds on the same records (the command's own function, frota/commands/check.py, run on the
+records written as JSON Lines) — on SQLite and on PostgreSQL.
+
+- many small evaluations, some with nothing new (the clock moves: open findings judged on the
+  engine kept in memory, which goes on being fed afterwards);
+- records with the same ``ts`` on several buses, delivered apart, some exactly at ``as_of`` (at
+  the settled boundary) and after it;
+- an evaluation that fails half-way (an exception while feeding, or while writing): the next one
+  equals ``frota check``;
+- two evaluators on one store taking turns (another collector evaluated meanwhile, a restart).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from collector import findings, live_rules, store_live
+from collector import registry as fleet
+from collector.live_rules import LiveRules
+from collector.live_state import LiveEngine, snapshot
+from collector.rules.profile import load_profiles
+from collector.store import Store, open_store, record_row
+from frota.commands.check import check
+from protocols.records import Record, ms_to_ts, ts_to_ms
+from simulators.fleet import registry as fleet_registry
+from simulators.fleet import vehicle_ids
+from tests.collector.test_live_rules import SCENARIOS, _scenario
+
+SECOND = 1000
+MINUTE = 60 * SECOND
+HOUR = 60 * MINUTE
+
+#: the rules only the whole store judges (docs/collector.md "Live findings")
+STORE_ONLY = {"retention.minimum", "equipment.integrity"}
+
+
+def _check(records: list[Record], registry: Path, as_of_ms: int,
+           folder: Path) -> list[dict[str, Any]]:
+    """``frota check --as-of`` on the records (its function, on a JSON Lines file), as JSON."""
+    file = folder / "records.jsonl"
+    file.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return [json.loads(orjson.dumps(f)) for f in check(str(registry), "SP", file,
+                                                         ms_to_ts(as_of_ms))]
+
+
+def _live_findings(store: Store) -> tuple[list[dict[str, Any]], int | None]:
+    found, as_of = findings.load(store)
+    return [f for f in found if f["rule"] not in STORE_ONLY], as_of
+
+
+def _live(store: Store, registry: Path) -> LiveRules:
+    return LiveRules(store, fleet.load(registry), registry.read_bytes(), load_profiles())
+
+
+def _same(store: Store, delivered: list[Record], registry: Path, as_of: int,
+          folder: Path) -> None:
+    got, at = _live_findings(store)
+    assert at == as_of
+    want = _check(delivered, registry, as_of, folder)
+    assert {f["id"]: f for f in got} == {f["id"]: f for f in want}
+    assert got == want
+
+
+def _sorted(recs: list[Record]) -> list[Record]:
+    return sorted(recs, key=lambda r: (ts_to_ms(r["ts"]), r["vehicle"], r["seq"]))
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_many_small_evaluations_and_the_clock_alone(name: str, store_url: str,
+                                                    tmp_path: Path) -> None:
+    """Bursts of 7 minutes of device time, each evaluated at its last record (the head judged
+    on a copy), then once more 20 minutes later with nothing new (every record settled: the
+    open findings judged on the engine kept in memory, which the next burst feeds in place).
+    Equal to ``frota check --as-of`` after each."""
+    recs, registry = _scenario(name)
+    recs = _sorted(recs)
+    times = [ts_to_ms(r["ts"]) for r in recs]
+    first, last = times[0], times[-1]
+    store = open_store(store_url)
+    delivered: list[Record] = []
+    try:
+        live = _live(store, registry)
+        at = 0
+        cut = first
+        step = 0
+        while at < len(recs):
+            cut += 7 * MINUTE
+            burst = []
+            while at < len(recs) and times[at] < cut:
+                burst.append(recs[at])
+                at += 1
+            store.put([record_row(r, 0) for r in burst])
+            delivered += burst
+            as_of = times[at - 1]
+            live.evaluate(as_of, as_of)
+            if step % 4 == 0 or at == len(recs):
+                _same(store, delivered, registry, as_of, tmp_path)
+            quiet = as_of + 20 * MINUTE     # nothing new: the clock alone
+            if at < len(recs):
+                quiet = min(quiet, times[at] - 1)
+            if quiet > as_of:
+                live.evaluate(quiet, quiet)
+                if step % 4 == 1:
+                    _same(store, delivered, registry, quiet, tmp_path)
+            step += 1
+        live.evaluate(last + 2 * HOUR, last + 2 * HOUR)
+        _same(store, delivered, registry, last + 2 * HOUR, tmp_path)
+    finally:
+        store.close()
+
+
+def _same_ms_fleet(tmp_path: Path, buses: int, seconds: int) -> tuple[list[Record], Path,
+                                                                     list[str]]:
+    """``buses`` buses recording on the same milliseconds: every second a speed record, every
+    fifth a position, all buses at the same ``ts``; speeds crossing the limit so that speeding
+    episodes open and close."""
+    vehicles = vehicle_ids(buses)
+    registry = tmp_path / "fleet.json"
+    registry.write_text(json.dumps(fleet_registry(buses)), encoding="utf-8")
+    start = 1_780_000_000_000
+    recs: list[Record] = []
+    for i, v in enumerate(vehicles):
+        for k in range(seconds):
+            ms = start + k * SECOND
+            kmh = 95.0 if (k // 20 + i) % 3 == 0 else 40.0 + k % 7
+            rec: Record = ({"kind": "position", "lat": -23.5 + k * 1e-5, "lon": -46.6,
+                            "kmh": kmh} if k % 5 == 0 else {"kind": "speed", "kmh": kmh})
+            recs.append({"vehicle": v, "ts": ms_to_ts(ms), "agent": f"pi-{v}", "seq": k + 1,
+                         **rec})
+    return recs, registry, vehicles
+
+
+def test_same_ts_on_several_buses_delivered_apart_around_the_boundary(
+        store_url: str, tmp_path: Path) -> None:
+    """Every bus records on the same milliseconds; each evaluation runs at ``as_of`` equal to
+    a record's ``ts`` (records at ``as_of`` are judged, those after it not yet), and a bus's
+    records of that very millisecond — or of the milliseconds before — reach the store only at
+    the next evaluation (ts at the settled boundary, the same ts with another seq on both sides
+    of it). Equal to ``frota check --as-of`` at every evaluation."""
+    recs, registry, vehicles = _same_ms_fleet(tmp_path, 4, 150)
+    rng = random.Random(16)
+    pending = _sorted(recs)
+    start = ts_to_ms(pending[0]["ts"])
+    store = open_store(store_url)
+    delivered: list[Record] = []
+    try:
+        live = _live(store, registry)
+        k = 0
+        while pending:
+            as_of = start + k * 3 * SECOND + rng.choice((0, 0, 1, 999))
+            late = rng.choice(vehicles)     # its records up to as_of wait one evaluation
+            lag = rng.choice((0, SECOND, 2 * SECOND))
+            now = [r for r in pending if ts_to_ms(r["ts"]) <= as_of
+                   and (r["vehicle"] != late or ts_to_ms(r["ts"]) < as_of - lag)]
+            ahead = [r for r in pending if ts_to_ms(r["ts"]) > as_of][:rng.choice((0, 1))]
+            arriving = now + ahead           # one record ahead of as_of (a clock ahead) too
+            rng.shuffle(arriving)
+            taken = {id(r) for r in arriving}
+            pending = [r for r in pending if id(r) not in taken]
+            store.put([record_row(r, 0) for r in arriving])
+            delivered += arriving
+            live.evaluate(as_of, as_of)
+            _same(store, [r for r in delivered if ts_to_ms(r["ts"]) <= as_of], registry,
+                  as_of, tmp_path)
+            k += 1
+        as_of = max(ts_to_ms(r["ts"]) for r in recs) + MINUTE
+        live.evaluate(as_of, as_of)
+        _same(store, delivered, registry, as_of, tmp_path)
+    finally:
+        store.close()
+
+
+class InjectedError(Exception):
+    """The failure injected into an evaluation."""
+
+
+def _failing_once(real: Callable[..., Any], after: int) -> Callable[..., Any]:
+    """``real``, raising :class:`InjectedError` at its ``after``-th call (once)."""
+    calls = [0]
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == after:
+            raise InjectedError(f"call {after}")
+        return real(*args, **kwargs)
+
+    return wrapped
+
+
+@pytest.mark.parametrize("where", ["feed", "write", "snapshot"])
+def test_an_evaluation_failing_half_way_leaves_no_state_advanced(
+        where: str, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An evaluation fails half-way — the engine kept in memory has been fed some of the new
+    records (an exception while feeding), or all of them but the store's transaction did not
+    happen (while writing the findings), or while saving a state. The store's checkpoint and
+    row id judged did not move; the next evaluation, given more records, must not start from
+    the state advanced in memory: equal to ``frota check --as-of``."""
+    recs, registry = _scenario("sp-breakdown")
+    recs = _sorted(recs)
+    times = [ts_to_ms(r["ts"]) for r in recs]
+    cuts = [times[0] + (times[-1] - times[0]) * k // 8 for k in range(9)]
+    bursts = [[r for r, ms in zip(recs, times, strict=True)
+               if cuts[k] <= ms < cuts[k + 1] or (k == 7 and ms == times[-1])]
+              for k in range(8)]
+    store = open_store(store_url)
+    delivered: list[Record] = []
+    try:
+        live = _live(store, registry)
+        for k, burst in enumerate(bursts):
+            store.put([record_row(r, 0) for r in burst])
+            delivered += burst
+            as_of = max(ts_to_ms(r["ts"]) for r in burst)
+            if k == 4:      # this evaluation fails half-way
+                with monkeypatch.context() as patch:
+                    if where == "feed":
+                        patch.setattr(LiveEngine, "add_one", _failing_once(
+                            LiveEngine.add_one, len(burst) // 2))
+                    elif where == "write":
+                        patch.setattr(store_live, "write", _failing_once(store_live.write, 1))
+                    else:
+                        patch.setattr(live_rules, "snapshot",
+                                      _failing_once(snapshot, 1))
+                    with pytest.raises(InjectedError):
+                        live.evaluate(as_of, as_of)
+                continue
+            live.evaluate(as_of, as_of)
+            _same(store, delivered, registry, as_of, tmp_path)
+        live.evaluate(as_of + HOUR, as_of + HOUR)
+        _same(store, delivered, registry, as_of + HOUR, tmp_path)
+    finally:
+        store.close()
+
+
+def test_two_evaluators_taking_turns_on_one_store(store_url: str, tmp_path: Path) -> None:
+    """Two collectors on one store evaluate in turn (a takeover, then back: the first one's
+    state kept in memory is stale — the other judged the partition meanwhile), a late backlog
+    arriving at one of them; a turn may bring nothing new (the clock alone). Equal to ``frota
+    check --as-of`` after every turn."""
+    recs, registry = _scenario("ba-night")
+    recs = _sorted(recs)
+    times = [ts_to_ms(r["ts"]) for r in recs]
+    first, last = times[0], times[-1]
+    cuts = [first + (last - first) * k // 10 for k in range(11)]
+    bursts = [[r for r, ms in zip(recs, times, strict=True)
+               if cuts[k] <= ms < cuts[k + 1] or (k == 9 and ms == last)] for k in range(10)]
+    backlog = bursts.pop(2)
+    stores = {0: open_store(store_url), 1: open_store(store_url)}   # two collectors
+    delivered: list[Record] = []
+    try:
+        lives = [_live(stores[0], registry), _live(stores[1], registry)]
+        order = [0, 0, 1, 1, 0, 0, 1, 0, 1]      # whose turn for each burst
+        as_of = first
+        for k, burst in enumerate(bursts):
+            if k == 6:
+                burst = backlog + burst        # a backlog hours old arrives
+            who = order[k]
+            stores[who].put([record_row(r, 0) for r in burst])
+            delivered += burst
+            as_of = max([as_of, *(ts_to_ms(r["ts"]) for r in burst)])
+            lives[who].evaluate(as_of, as_of)
+            _same(stores[who], delivered, registry, as_of, tmp_path)
+            other = 1 - who                      # the other one: nothing new, the clock moved
+            lives[other].evaluate(as_of + MINUTE, as_of + MINUTE)
+            _same(stores[other], delivered, registry, as_of + MINUTE, tmp_path)
+            as_of += MINUTE
+    finally:
+        for s in stores.values():
+            s.close()
