@@ -46,7 +46,14 @@ import orjson
 from collector import registry as fleet
 from collector import store_live
 from collector.live_leases import LeaseLostError, Leases
-from collector.live_state import CheckpointError, LiveEngine, fingerprint, restore, snapshot
+from collector.live_state import (
+    CheckpointError,
+    LiveEngine,
+    fingerprint,
+    fork,
+    restore,
+    snapshot,
+)
 from collector.partitions import partition_names, partition_of, partition_registry
 from collector.rules.finding import Finding
 from collector.rules.profile import Profile
@@ -70,6 +77,12 @@ KEEP_BACK_MS = 15_000
 #: Seconds between two writes of a partition's tail checkpoint to the store while its state is
 #: kept in memory (:class:`Kept`): a collector that dies replays at most this much more.
 TAIL_WRITE_S = 10.0
+#: The head (the records after the settled boundary) is judged on a copy of its own vehicles'
+#: state alone (collector/live_state.py, ``fork``) when it holds speed and position records only,
+#: of at most one vehicle in FORK_SHARE of the partition's; else on a copy of the whole state
+#: (which is also kept, for a record later than the settling delay).
+FORK_SHARE = 2
+FORK_KINDS = frozenset({"speed", "position"})
 #: Findings' start times kept parsed (:func:`finding_row`) before the table is emptied.
 STARTS_KEPT = 100_000
 #: Evaluations whose lateness the settling delay remembers.
@@ -391,8 +404,14 @@ class LiveRules:
         judge = engine
         fed = done.fed
         if done.head:                       # judged on a copy: the settled engine stays
-            blob = snapshot(engine)
-            judge = restore(blob, engine.registry, self.profiles, self.default)
+            own = {item[1] for item in done.head}
+            if len(own) * FORK_SHARE <= len(engine.vehicles) and all(
+                    item[4]["kind"] in FORK_KINDS for item in done.head):
+                # a few vehicles' speed and position: a copy of their own state alone
+                judge = fork(engine, own, self.profiles, self.default)
+            else:
+                blob = snapshot(engine)
+                judge = restore(blob, engine.registry, self.profiles, self.default)
             judge.closed.update(engine.closed)
             judge.kept_at.update(engine.kept_at)
             lines = self.registry.lines

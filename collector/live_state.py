@@ -22,7 +22,7 @@ import hashlib
 import io
 import pickle
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from collector import registry as registry_model
@@ -109,8 +109,9 @@ def _resolve(engine: Engine, ref: str) -> Any:
     return table[key]
 
 
-def snapshot(engine: LiveEngine) -> bytes:
-    """The engine's state after what it processed (queued records and closed findings left out)."""
+def snapshot(engine: LiveEngine, same: Mapping[int, str] | None = None) -> bytes:
+    """The engine's state after what it processed (queued records and closed findings left out).
+    ``same``: id(object) -> key of objects written as a reference to themselves (:func:`fork`)."""
     refs = _shared(engine)
     protocol = pickle.HIGHEST_PROTOCOL
 
@@ -118,11 +119,18 @@ def snapshot(engine: LiveEngine) -> bytes:
         ref = refs.get(id(obj))
         if ref is not None:
             return _ref, (ref,)
+        if same is not None:
+            key = same.get(id(obj))
+            if key is not None:
+                return _same, (key,)
         return obj.__reduce_ex__(protocol)     # an object of that class, not the shared one
 
+    types = set(_SHARED_TYPES)
+    if same is not None:
+        types.update(_same_types(engine))
     out = io.BytesIO()
     pickler = pickle.Pickler(out, protocol=protocol)
-    pickler.dispatch_table = {**copyreg.dispatch_table, **dict.fromkeys(_SHARED_TYPES, reduce)}
+    pickler.dispatch_table = {**copyreg.dispatch_table, **dict.fromkeys(types, reduce)}
     pickler.dump((
         STATE_VERSION, engine.vehicles, engine.drivers, engine.trips, engine.pipeline.rules,
         engine._done_ms, engine.latest_ms, engine._arrivals,
@@ -130,11 +138,54 @@ def snapshot(engine: LiveEngine) -> bytes:
     return out.getvalue()
 
 
+def _tables(engine: Engine) -> list[dict[str, Any]]:
+    """The tables of each vehicle's own state: the engine's vehicles and the rules' declared
+    ``vehicle_tables``."""
+    tables: list[dict[str, Any]] = [engine.vehicles]
+    for rule in engine.pipeline.rules:
+        tables += [getattr(rule, name) for name in type(rule).vehicle_tables]
+    return tables
+
+
+def _same_types(engine: Engine) -> set[type]:
+    # the classes of the tables' entries (the C pickler looks a dispatch table up for other
+    # classes than its built-in ones only: an entry that is a dict or a list is copied)
+    return {type(obj) for table in _tables(engine) for obj in table.values()}
+
+
+def _same(key: str) -> Any:
+    """An object of the engine :func:`fork` copies, itself (not a copy)."""
+    table: Mapping[str, Any] | None = getattr(_restoring, "same", None)
+    if table is None or key not in table:
+        raise CheckpointError(f"a fork's reference {key} read outside fork()")
+    return table[key]
+
+
+def fork(engine: LiveEngine, own: Collection[str], profiles: dict[str, Profile],
+         default_profile: str = "SP") -> LiveEngine:
+    """A copy of the engine to judge records of the vehicles ``own`` alone (speed and position
+    records): those vehicles' entries in the vehicle tables (:func:`_tables`) are copied with
+    the rest of the state, every other vehicle's entries are the engine's very objects, shared —
+    the hooks those records call change no other vehicle's entry (``RuleBase.vehicle_tables``),
+    so the engine is left as it was. Costs the copy of ``own``'s entries, not the partition's."""
+    same: dict[int, str] = {}
+    objects: dict[str, Any] = {}
+    for n, table in enumerate(_tables(engine)):
+        for vehicle, obj in table.items():
+            if vehicle not in own:
+                key = f"{n}:{vehicle}"
+                same[id(obj)] = key
+                objects[key] = obj
+    blob = snapshot(engine, same)
+    return restore(blob, engine.registry, profiles, default_profile, objects)
+
+
 def restore(blob: bytes, registry: Registry, profiles: dict[str, Profile],
-            default_profile: str = "SP") -> LiveEngine:
-    """A new engine in the state :func:`snapshot` saved."""
+            default_profile: str = "SP", same: Mapping[str, Any] | None = None) -> LiveEngine:
+    """A new engine in the state :func:`snapshot` saved (``same``: :func:`fork`'s objects)."""
     engine = LiveEngine(registry, profiles, default_profile)
     _restoring.engine = engine
+    _restoring.same = same
     try:
         state = pickle.loads(blob)
     except CheckpointError:
@@ -143,6 +194,7 @@ def restore(blob: bytes, registry: Registry, profiles: dict[str, Profile],
         raise CheckpointError(f"checkpoint unreadable: {err}") from err
     finally:
         _restoring.engine = None
+        _restoring.same = None
     if not (isinstance(state, tuple) and len(state) == 8 and state[0] == STATE_VERSION):
         raise CheckpointError("checkpoint of another version")
     _, vehicles, drivers, trips, rules, done_ms, latest_ms, arrivals = state

@@ -71,6 +71,8 @@ class Rule(Protocol):
     params: ClassVar[tuple[tuple[str, type], ...]]
     order: ClassVar[int]
     samples: ClassVar[Literal["all", "hot", "none"]]
+    #: attributes mapping a vehicle id to that vehicle's own state (docs/rules.md)
+    vehicle_tables: ClassVar[tuple[str, ...]]
     #: with ``samples = "hot"``: the vehicles whose samples the rule wants now
     hot: set[str]
 
@@ -101,6 +103,12 @@ class RuleBase:
     ids: ClassVar[tuple[str, ...]] = ()
     order: ClassVar[int] = 1000
     samples: ClassVar[Literal["all", "hot", "none"]] = "none"
+    #: the attributes that are dicts from a vehicle id to that vehicle's own state: whatever is
+    #: reachable from an entry belongs to that entry alone (or never changes), and the hooks
+    #: called for a vehicle's speed and position records change no other vehicle's entry. The
+    #: live rules then judge a few vehicles' records on a copy of their entries only, the others
+    #: shared with the engine they copy (collector/live_state.py, :func:`fork`)
+    vehicle_tables: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()

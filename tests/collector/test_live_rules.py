@@ -21,7 +21,7 @@ import pytest
 from collector import findings, store_live
 from collector import registry as fleet
 from collector.live_rules import LiveRules
-from collector.live_state import CheckpointError, restore
+from collector.live_state import CheckpointError, LiveEngine, fork, restore, snapshot
 from collector.partitions import FLEET
 from collector.rules.profile import load_profiles
 from collector.store import Store, open_store, record_row
@@ -267,6 +267,47 @@ def test_a_steady_stream_of_skewed_batches_replays_a_bounded_window(tmp_path: Pa
                 assert boundary == as_of - 1919
                 assert done.replayed[FLEET] == sum(1 for r in delivered
                                                    if ts_to_ms(r["ts"]) >= boundary)
+            # the records after the settled boundary (5 of the 12 buses': even buses from the
+            # second) are judged on a fork of the settled engine (collector/live_state.py):
+            # judged along the way too, the settled engine going on from it each time
+            if k in (30, 60):
+                assert findings.load(store) == (
+                    _frota_check(delivered, registry, as_of, tmp_path), as_of)
         assert findings.load(store) == (_frota_check(delivered, registry, as_of, tmp_path), as_of)
     finally:
         store.close()
+
+
+def test_a_fork_leaves_the_engine_as_it_was_and_judges_as_a_full_copy(tmp_path: Path) -> None:
+    """``live_state.fork``: a few vehicles' speed and position records judged on a fork (their
+    own state copied, the other vehicles' shared with the engine) change nothing of the engine
+    it was made from, and give the findings a full copy gives."""
+    vehicles = vehicle_ids(6)
+    registry = tmp_path / "fleet.json"
+    registry.write_text(json.dumps(fleet_registry(6)), encoding="utf-8")
+    reg, profiles = fleet.load(registry), load_profiles()
+    start = 1_780_000_000_000
+
+    def second(k: int, v: str, i: int) -> Record:   # over the 90 km/h limit now and then
+        return {"vehicle": v, "ts": ms_to_ts(start + k * 1000 + 100 * i), "agent": f"pi-{v}",
+                "seq": k + 1, **({"kind": "speed", "kmh": 95.0 if k % 40 > 25 else 50.0}
+                                 if k % 2 else {"kind": "position", "lat": -23.5, "lon": -46.6,
+                                                "kmh": 50.0 + i})}
+
+    engine = LiveEngine(reg, profiles)
+    for k in range(150):
+        for i, v in enumerate(vehicles):
+            engine.add_one(start + k * 1000 + 100 * i, second(k, v, i))
+    engine.flush(final=True)
+    before = snapshot(engine)
+    own = vehicles[:2]
+    forked = fork(engine, own, profiles)
+    full = restore(before, reg, profiles)
+    for judge in (forked, full):
+        for k in range(150, 200):
+            for i, v in enumerate(own):
+                judge.add_one(start + k * 1000 + 100 * i, second(k, v, i))
+    as_of = start + 200_000
+    assert forked.findings(as_of) == full.findings(as_of)
+    assert any(f["rule"] == "speed.over_limit" for f in full.findings(as_of))
+    assert snapshot(engine) == before

@@ -103,6 +103,7 @@ class Operations(RuleBase):
     order = 50
     #: the vehicles in ``hot`` (a door open, or passengers on board) get their samples
     samples = "hot"
+    vehicle_tables = ("vehicles",)
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)

@@ -17,6 +17,7 @@ class SpeedLimit(RuleBase):
     params = ((speed.RULE, SpeedParams),)
     order = 10
     samples = "all"
+    vehicle_tables = ("states",)
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)

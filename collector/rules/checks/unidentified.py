@@ -16,6 +16,7 @@ class Unidentified(RuleBase):
 
     params = ((crew.UNIDENTIFIED, UnidentifiedParams),)
     order = 20
+    vehicle_tables = ("states",)
 
     def __init__(self, ctx: RuleContext) -> None:
         super().__init__(ctx)
