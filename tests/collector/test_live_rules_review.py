@@ -276,3 +276,95 @@ def test_two_evaluators_taking_turns_on_one_store(store_url: str, tmp_path: Path
     finally:
         for s in stores.values():
             s.close()
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_judging_open_findings_leaves_the_state_as_it_was(name: str) -> None:
+    """The engine kept in memory is asked for its findings at ``as_of`` (open episodes, open
+    deadlines, the running driver segments) and then fed on: asking must change nothing. Its
+    saved state (collector/live_state.py: vehicles, drivers, trips, every rule's own state) is
+    the same bytes before and after, at every 10 minutes of each scenario and hours after its
+    last record; and an engine asked all along ends with the findings of one never asked."""
+    recs, registry_path = _scenario(name)
+    recs = _sorted(recs)
+    registry = fleet.load(registry_path)
+    profiles = load_profiles()
+    asked, quiet = LiveEngine(registry, profiles), LiveEngine(registry, profiles)
+    times = [ts_to_ms(r["ts"]) for r in recs]
+    cut = times[0]
+    at = 0
+    checked = 0
+    while at < len(recs):
+        cut += 10 * MINUTE
+        while at < len(recs) and times[at] < cut:
+            asked.add_one(times[at], recs[at])
+            quiet.add_one(times[at], recs[at])
+            at += 1
+        asked.flush(final=True)
+        for later in (0, 1, 9 * MINUTE, 3 * HOUR):
+            before = snapshot(asked)
+            asked.findings(times[at - 1] + later)
+            assert snapshot(asked) == before, (times[at - 1], later)
+            checked += 1
+    assert checked > 10
+    end = times[-1] + 3 * HOUR
+    assert orjson.dumps(asked.findings(end)) == orjson.dumps(quiet.findings(end))
+
+
+def test_records_exactly_at_the_settled_boundary_and_just_before_it(
+        store_url: str, tmp_path: Path) -> None:
+    """After each evaluation the settled boundary ``b`` of the engine kept in memory is read;
+    the next delivery brings records at exactly ``b`` (on a bus whose records after ``b`` are
+    already stored, and on another one: the same ``ts``, other ``seq``: the engine kept in
+    memory goes on from ``b``), or, every other round, at ``b - 1`` (just before it: replayed
+    from a saved state). A driver moves between the two buses of one operator (docs/rules.md,
+    "Operators"). Equal to ``frota check --as-of`` after each."""
+    from tests.collector.test_live_rules import AZUL, _two_operators
+
+    recs, registry = _two_operators(tmp_path, AZUL)
+    recs = _sorted(recs)
+    last = ts_to_ms(recs[-1]["ts"])
+    seqs: dict[str, int] = {}
+    store = open_store(store_url)
+    delivered: list[Record] = []
+    resumed = {"at b": 0, "before b": 0}
+    try:
+        live = _live(store, registry)
+        pending = list(recs)
+        as_of = ts_to_ms(recs[0]["ts"]) + 10 * MINUTE
+        rounds = 0
+        while pending or rounds < 2:
+            held = {r["vehicle"] for r in pending[:1]}      # one bus a little late
+            now = [r for r in pending if ts_to_ms(r["ts"]) <= as_of and not (
+                r["vehicle"] in held and ts_to_ms(r["ts"]) > as_of - 40 * SECOND)]
+            taken = {id(r) for r in now}
+            pending = [r for r in pending if id(r) not in taken]
+            extra: list[Record] = []
+            wanted: dict[str, int] = {}
+            for part, kept in live.kept.items():
+                b = kept.boundary
+                ms = b if rounds % 2 == 0 else b - 1
+                wanted[part] = ms
+                for vehicle in sorted({item[1] for item in kept.items})[:2] or ["FRT1A01"]:
+                    seqs[vehicle] = seqs.get(vehicle, 0) + 1
+                    extra.append({"vehicle": vehicle, "kind": "speed", "kmh": 0.0,
+                                  "ts": ms_to_ts(ms), "agent": f"extra-{vehicle}",
+                                  "seq": seqs[vehicle]})
+            arriving = now + extra
+            store.put([record_row(r, 0) for r in arriving])
+            delivered += arriving
+            done = live.evaluate(as_of, as_of)
+            for part, ms in wanted.items():
+                start = done.boundaries.get(part)
+                if start == ms:
+                    resumed["at b" if rounds % 2 == 0 else "before b"] += 1
+            _same(store, delivered, registry, as_of, tmp_path)
+            as_of += 10 * MINUTE if as_of < last else HOUR
+            rounds += 1
+            if not pending:
+                break
+        live.evaluate(as_of, as_of)
+        _same(store, delivered, registry, as_of, tmp_path)
+    finally:
+        store.close()
+    assert resumed["at b"] > 3
