@@ -24,7 +24,7 @@ from typing import Any
 import orjson
 import pytest
 
-from collector import findings, live_rules, store_live
+from collector import findings, live_rules, live_state, store_live
 from collector import registry as fleet
 from collector.live_rules import LiveRules
 from collector.live_state import LiveEngine, snapshot
@@ -34,6 +34,7 @@ from frota.commands.check import check
 from protocols.records import Record, ms_to_ts, ts_to_ms
 from simulators.fleet import registry as fleet_registry
 from simulators.fleet import vehicle_ids
+from simulators.scenario import shipped
 from tests.collector.test_live_rules import SCENARIOS, _scenario
 
 SECOND = 1000
@@ -368,3 +369,176 @@ def test_records_exactly_at_the_settled_boundary_and_just_before_it(
     finally:
         store.close()
     assert resumed["at b"] > 3
+
+
+def _one_fleet(tmp_path: Path) -> tuple[list[Record], Path]:
+    """The three shipped scenarios on one partition (no operator), started together, each bus
+    at its own offset within the second, and sp-clean once more on FRT1A09 (its trips renamed)
+    with the same driver, D-1001, at the same time: five buses, a driver present on two of
+    them at once."""
+    data = next(iter(shipped())).parent
+    docs = {name: json.loads((data / f"{name}.registry.json").read_text(encoding="utf-8"))
+            for name in SCENARIOS}
+    clone = dict(docs["sp-clean"]["vehicles"][0], id="FRT1A09")
+    registry = tmp_path / "fleet.json"
+    registry.write_text(json.dumps({
+        "lines": [x for d in docs.values() for x in d["lines"]],
+        "vehicles": [x for d in docs.values() for x in d["vehicles"]] + [clone],
+        "drivers": [x for d in docs.values() for x in d["drivers"]]}), encoding="utf-8")
+    out: list[Record] = []
+    t0 = 1_780_000_000_000
+    for k, name in enumerate([*SCENARIOS, "sp-clean"]):
+        recs, _ = _scenario(name)
+        shift = t0 + 137 * k - min(ts_to_ms(r["ts"]) for r in recs)
+        for rec in recs:
+            moved = {**rec, "ts": ms_to_ts(ts_to_ms(rec["ts"]) + shift)}
+            if isinstance(rec.get("scheduled"), str):
+                moved["scheduled"] = ms_to_ts(ts_to_ms(rec["scheduled"]) + shift)
+            if k == len(SCENARIOS):
+                moved["vehicle"] = "FRT1A09"
+                moved["agent"] = "pi-FRT1A09"
+                if "trip" in moved:
+                    moved["trip"] = f"{moved['trip']}-bis"
+            out.append(moved)
+    return _sorted(out), registry
+
+
+def test_heads_of_a_few_buses_judged_on_a_fork(store_url: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five buses on one partition, each at its own offset within the second; in windows of
+    dense evaluations one bus (a different one each time) is prompt and the others' records of
+    the last 800 ms still on their way, so that the head (after the settled boundary) holds
+    one bus's speed and position records: judged on a fork (collector/live_state.py, ``fork``:
+    its state copied, the other buses' shared with the engine kept in memory). The fork must
+    neither change the kept engine nor judge otherwise than a whole copy: equal to ``frota
+    check --as-of`` after each window and at the end."""
+    recs, registry = _one_fleet(tmp_path)
+    forks = [0]
+    real_fork = live_state.fork
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        forks[0] += 1
+        return real_fork(*args, **kwargs)
+
+    monkeypatch.setattr(live_rules, "fork", counted)
+    buses = sorted({r["vehicle"] for r in recs})
+    times = [ts_to_ms(r["ts"]) for r in recs]
+    first, last = times[0], times[-1]
+    store = open_store(store_url)
+    delivered: list[Record] = []
+    pending = list(range(len(recs)))
+
+    def deliver(until: int, prompt: str | None = None, lag: int = 0) -> None:
+        nonlocal pending
+        now = [i for i in pending if times[i] <= until - (0 if recs[i]["vehicle"] == prompt
+                                                           else lag)]
+        if not now:
+            return
+        taken = set(now)
+        pending = [i for i in pending if i not in taken]
+        store.put([record_row(recs[i], 0) for i in now])
+        delivered.extend(recs[i] for i in now)
+
+    try:
+        live = _live(store, registry)
+        as_of = first + 5 * MINUTE
+        window = 0
+        while as_of < last:
+            deliver(as_of)
+            live.evaluate(as_of, as_of)
+            for k in range(60):        # a dense window: every 1,000 + 37 ms
+                as_of += SECOND + 37
+                deliver(as_of, buses[(window + k // 20) % len(buses)], 800)
+                live.evaluate(as_of, as_of)
+            _same(store, delivered, registry, as_of, tmp_path)
+            window += 1
+            as_of += (23 if window % 2 else 41) * MINUTE
+        deliver(last)
+        live.evaluate(last + HOUR, last + HOUR)
+        _same(store, delivered, registry, last + HOUR, tmp_path)
+    finally:
+        store.close()
+    assert forks[0] > 50
+
+
+def test_a_lease_lost_mid_replay_and_taken_over(postgres_dsn: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two collectors on PostgreSQL with evaluation leases (collector/live_leases.py). A holds
+    the partition and keeps its engine in memory; its lease runs out (it stalled) and B takes
+    the partition over and judges a burst. A, not knowing, evaluates the next burst: its write
+    is refused — once while writing, once in the middle of its replay (a lease renewed every
+    4,096 records). B stalls in turn, A takes the partition back with a late backlog: equal to
+    ``frota check --as-of`` after every evaluation that was written, and nothing written by the
+    one that lost its lease."""
+    from collector.live_leases import LeaseLostError, Leases
+    from collector.partitions import partition_names
+    from frota.harness.postgres import private_schema
+
+    recs, registry = _scenario("ba-night")
+    recs = _sorted(recs)
+    times = [ts_to_ms(r["ts"]) for r in recs]
+    first, last = times[0], times[-1]
+    cuts = [first + (last - first) * k // 8 for k in range(9)]
+    bursts = [[r for r, ms in zip(recs, times, strict=True)
+               if cuts[k] <= ms < cuts[k + 1] or (k == 7 and ms == last)] for k in range(8)]
+    backlog = bursts.pop(3)
+    with private_schema(postgres_dsn) as (url, _):
+        stores = {"a": open_store(url), "b": open_store(url)}
+        try:
+            leases = {who: Leases(s, who) for who, s in stores.items()}
+            lives = {who: LiveRules(s, fleet.load(registry), registry.read_bytes(),
+                                    load_profiles(), leases=leases[who])
+                     for who, s in stores.items()}
+            parts = partition_names(lives["a"].registry)
+            delivered: list[Record] = []
+            as_of = first
+
+            def run(who: str, burst: list[Record], written: bool) -> None:
+                nonlocal as_of
+                stores[who].put([record_row(r, 0) for r in burst])
+                delivered.extend(burst)
+                as_of = max([as_of + 1, *(ts_to_ms(r["ts"]) for r in burst)])
+                before = _live_findings(stores[who])
+                lives[who].evaluate(as_of, as_of, leases[who].held)
+                if written:
+                    _same(stores[who], delivered, registry, as_of, tmp_path)
+                else:           # refused: the store as the other one left it
+                    assert _live_findings(stores[who]) == before
+
+            def stall(who: str) -> None:
+                stores[who].apply([
+                    ("UPDATE live_leases SET until_ms = 0 WHERE holder = ?", [(who,)]),
+                    ("DELETE FROM live_members WHERE holder = ?", [(who,)])])
+
+            assert leases["a"].claim(parts) == parts
+            run("a", bursts[0], True)
+            run("a", bursts[1], True)
+            stall("a")
+            assert leases["b"].claim(parts) == parts
+            run("b", bursts[2], True)
+            run("a", bursts[3], False)          # refused while writing
+            leases["a"].ttl_ms = 1              # renewed at once in the replay: refused there
+            refused: list[str] = []
+            renew = leases["a"].renew
+
+            def renewing(part: str) -> None:
+                try:
+                    renew(part)
+                except LeaseLostError:
+                    refused.append(part)
+                    raise
+
+            monkeypatch.setattr(leases["a"], "renew", renewing)
+            run("a", backlog, False)
+            assert refused == parts
+            leases["a"].ttl_ms = 30_000
+            stall("b")
+            assert leases["a"].claim(parts) == parts
+            run("a", bursts[4], True)           # the backlog and burst 3 judged too
+            run("b", bursts[5], False)          # B, stalled, does not know yet
+            run("a", bursts[6], True)
+            assert leases["b"].claim(parts) == []
+            run("a", [], True)
+        finally:
+            for s in stores.values():
+                s.close()
