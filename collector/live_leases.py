@@ -47,6 +47,10 @@ class Leases:
         self.holder = holder
         self.ttl_ms = int(ttl_s * 1000)
         self.held: list[str] = []
+        #: partitions whose lease a claim took (free or run out) rather than renewed, since the
+        #: live rules last looked: another collector may have judged them meanwhile, so a state
+        #: this collector kept in memory for them is stale (LiveRules.evaluate drops it)
+        self.taken: set[str] = set()
 
     @property
     def shared(self) -> bool:
@@ -91,6 +95,7 @@ class Leases:
                     "RETURNING part", (part, me, ttl))
                 if got:
                     mine.append(part)
+                    self.taken.add(part)
         if sorted(mine) != self.held:
             log.info("findings: %s evaluates %s (%d live collectors)", me,
                      ", ".join(sorted(mine)) or "no partition", members)

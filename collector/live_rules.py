@@ -224,6 +224,13 @@ class LiveRules:
             store_live.reset(store, self.fingerprint)
         names = partition_names(self.registry)
         mine = [p for p in names if held is None or p in held]
+        if self.leases is not None:
+            # a lease taken anew (not renewed): another collector may have judged the
+            # partition meanwhile — even with no record arriving, so with the row id judged
+            # this state was kept at — and written findings at its own as_of: not from memory
+            for part in self.leases.taken:
+                self.kept.pop(part, None)
+            self.leases.taken.clear()
         report = Evaluation(as_of_ms)
         if not mine:
             return report

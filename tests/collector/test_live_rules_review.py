@@ -542,3 +542,50 @@ def test_a_lease_lost_mid_replay_and_taken_over(postgres_dsn: str, tmp_path: Pat
         finally:
             for s in stores.values():
                 s.close()
+
+
+def test_a_partition_taken_back_when_nothing_arrived_meanwhile(postgres_dsn: str,
+                                                              tmp_path: Path) -> None:
+    """A judges the partition (sp-breakdown up to its middle: an interruption open) and keeps
+    its engine in memory; it stalls, B takes the partition over and judges it at its own clock,
+    half an hour ahead of A's — no record at all arrived meanwhile, so the row id judged is
+    still the one A kept; B stalls, A takes the partition back and judges it at its clock, a
+    millisecond after its previous evaluation. What A finds must replace what B wrote (the
+    interruption half an hour longer): equal to ``frota check --as-of`` at A's clock."""
+    from collector.live_leases import Leases
+    from collector.partitions import partition_names
+    from frota.harness.postgres import private_schema
+
+    recs, registry = _scenario("sp-breakdown")
+    recs = _sorted(recs)[:len(recs) // 2]
+    last = ts_to_ms(recs[-1]["ts"])
+    with private_schema(postgres_dsn) as (url, _):
+        stores = {"a": open_store(url), "b": open_store(url)}
+        try:
+            leases = {who: Leases(s, who) for who, s in stores.items()}
+            lives = {who: LiveRules(s, fleet.load(registry), registry.read_bytes(),
+                                    load_profiles(), leases=leases[who])
+                     for who, s in stores.items()}
+            parts = partition_names(lives["a"].registry)
+
+            def stall(who: str) -> None:
+                stores[who].apply([
+                    ("UPDATE live_leases SET until_ms = 0 WHERE holder = ?", [(who,)]),
+                    ("DELETE FROM live_members WHERE holder = ?", [(who,)])])
+
+            stores["a"].put([record_row(r, 0) for r in recs])
+            assert leases["a"].claim(parts) == parts
+            lives["a"].evaluate(last + MINUTE, last + MINUTE, leases["a"].held)
+            _same(stores["a"], recs, registry, last + MINUTE, tmp_path)
+            stall("a")
+            assert leases["b"].claim(parts) == parts
+            ahead = last + 31 * MINUTE
+            lives["b"].evaluate(ahead, ahead, leases["b"].held)
+            _same(stores["b"], recs, registry, ahead, tmp_path)
+            stall("b")
+            assert leases["a"].claim(parts) == parts
+            lives["a"].evaluate(last + MINUTE + 1, last + MINUTE + 1, leases["a"].held)
+            _same(stores["a"], recs, registry, last + MINUTE + 1, tmp_path)
+        finally:
+            for s in stores.values():
+                s.close()
