@@ -589,3 +589,67 @@ def test_a_partition_taken_back_when_nothing_arrived_meanwhile(postgres_dsn: str
         finally:
             for s in stores.values():
                 s.close()
+
+
+def test_a_backlog_days_old_and_a_new_registry_that_moves_the_partitions(
+        store_url: str, tmp_path: Path) -> None:
+    """Three nights of ba-night (its trips renamed each night) and two buses of sp-clean with
+    D-1001 on both: the first and third nights delivered and judged, a new registry that moves
+    FRT1A02 from Expresso Verde to Viação Azul (the driver's two vehicles now one partition:
+    every checkpoint and finding dropped, the store judged again), then the second night — a
+    backlog a day old — replayed from the checkpoint before it (the first night's last), not
+    from the beginning. Equal
+    to ``frota check --as-of`` under the registry in force after each step."""
+    from tests.collector.test_live_rules import AZUL, VERDE, _two_operators
+
+    (tmp_path / "verde").mkdir()
+    (tmp_path / "azul").mkdir()
+    clean, verde = _two_operators(tmp_path / "verde", VERDE)
+    _, azul = _two_operators(tmp_path / "azul", AZUL)
+    night, night_registry = _scenario("ba-night")
+    day = 24 * HOUR
+    nights: list[list[Record]] = []
+    for k in range(3):
+        moved = []
+        for rec in night:
+            one = {**rec, "ts": ms_to_ts(ts_to_ms(rec["ts"]) + k * day)}
+            if isinstance(rec.get("scheduled"), str):
+                one["scheduled"] = ms_to_ts(ts_to_ms(rec["scheduled"]) + k * day)
+            if "trip" in one:
+                one["trip"] = f"{one['trip']}-{k}"
+            one["seq"] = rec["seq"] + k * len(night)
+            moved.append(one)
+        nights.append(moved)
+    for path in (verde, azul):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        extra = json.loads(night_registry.read_text(encoding="utf-8"))
+        for key in ("lines", "vehicles", "drivers"):
+            doc[key] += extra[key]
+        path.write_text(json.dumps(doc), encoding="utf-8")
+    store = open_store(store_url)
+    delivered: list[Record] = []
+    try:
+        live = _live(store, verde)
+        for burst in (_sorted(clean + nights[0]), _sorted(nights[2])):
+            store.put([record_row(r, 0) for r in burst])
+            delivered += burst
+            as_of = ts_to_ms(burst[-1]["ts"]) + MINUTE
+            live.evaluate(as_of, as_of)
+            _same(store, delivered, verde, as_of, tmp_path)
+        live = _live(store, azul)              # the new registry
+        done = live.evaluate(as_of, as_of)
+        assert all(b is None for b in done.boundaries.values())
+        _same(store, delivered, azul, as_of, tmp_path)
+        backlog = _sorted(nights[1])
+        store.put([record_row(r, 0) for r in backlog])
+        delivered += backlog
+        as_of += HOUR
+        done = live.evaluate(as_of, as_of)
+        start = max((b for b in done.boundaries.values() if b is not None), default=None)
+        assert start is not None
+        # from the last checkpoint of the first night (thinned to one an hour), not from the
+        # beginning
+        assert ts_to_ms(nights[0][-1]["ts"]) - HOUR <= start <= ts_to_ms(backlog[0]["ts"])
+        _same(store, delivered, azul, as_of, tmp_path)
+    finally:
+        store.close()
