@@ -653,3 +653,68 @@ def test_a_backlog_days_old_and_a_new_registry_that_moves_the_partitions(
         _same(store, delivered, azul, as_of, tmp_path)
     finally:
         store.close()
+
+
+def test_operator_entries_withdrawn_later_settled_or_in_the_head(store_url: str,
+                                                                 tmp_path: Path) -> None:
+    """sp-breakdown with operator entries (docs/records.md, "withdrawal"): an incident entered
+    early in the run, withdrawn an hour of evaluations later (its entry deep in the settled
+    engine: replayed from before it); the breakdown's own incident answered by a report, the
+    report withdrawn; an incident entered a few seconds before the last ``as_of`` (judged in the
+    head) and withdrawn at the next evaluation (both after the settled boundary). Equal to
+    ``frota check --as-of`` after every evaluation."""
+    recs, registry = _scenario("sp-breakdown")
+    recs = _sorted(recs)
+    vehicle = recs[0]["vehicle"]
+    times = [ts_to_ms(r["ts"]) for r in recs]
+    first, last = times[0], times[-1]
+    seq = [0]
+
+    def entry(ms: int, **fields: Any) -> Record:
+        seq[0] += 1
+        return {"vehicle": vehicle, "ts": ms_to_ts(ms), "agent": "operator", "seq": seq[0],
+                "by": "review", **fields}
+
+    def withdrawal(of: Record) -> Record:
+        return entry(ts_to_ms(of["ts"]), kind="withdrawal", withdraws=of["seq"],
+                     reason="entered by mistake")
+
+    breakdown = next(r for r in recs if r["kind"] == "incident")
+    early = entry(first + 20 * MINUTE, kind="incident", cause="accident", carrier_fault=True)
+    report = entry(ts_to_ms(breakdown["ts"]) + 10 * MINUTE, kind="report",
+                   incident_ts=breakdown["ts"], to="passengers")
+    cuts = [first + (last - first) * k // 6 for k in range(7)]
+    bursts = [[r for r, ms in zip(recs, times, strict=True)
+               if cuts[k] <= ms < cuts[k + 1] or (k == 5 and ms == last)] for k in range(6)]
+    extra: dict[int, list[Record]] = {0: [early], 2: [withdrawal(early)]}
+    for k in range(6):
+        if cuts[k] <= ts_to_ms(report["ts"]) < cuts[k + 1]:
+            extra.setdefault(k, []).append(report)
+            extra.setdefault(k + 1, []).append(withdrawal(report))
+            break
+    store = open_store(store_url)
+    delivered: list[Record] = []
+    try:
+        live = _live(store, registry)
+        as_of = first
+        for k, burst in enumerate(bursts):
+            arriving = burst + extra.get(k, [])
+            store.put([record_row(r, 0) for r in arriving])
+            delivered += arriving
+            as_of = max([as_of, *(ts_to_ms(r["ts"]) for r in burst)])
+            live.evaluate(as_of, as_of)
+            _same(store, delivered, registry, as_of, tmp_path)
+        late = entry(last - 5 * SECOND, kind="incident", cause="other")
+        store.put([record_row(late, 0)])
+        delivered.append(late)
+        live.evaluate(last, last)
+        _same(store, delivered, registry, last, tmp_path)
+        gone = withdrawal(late)
+        store.put([record_row(gone, 0)])
+        delivered.append(gone)
+        live.evaluate(last + SECOND, last + SECOND)
+        _same(store, delivered, registry, last + SECOND, tmp_path)
+        live.evaluate(last + HOUR, last + HOUR)
+        _same(store, delivered, registry, last + HOUR, tmp_path)
+    finally:
+        store.close()
