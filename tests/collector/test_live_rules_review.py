@@ -371,11 +371,11 @@ def test_records_exactly_at_the_settled_boundary_and_just_before_it(
     assert resumed["at b"] > 3
 
 
-def _one_fleet(tmp_path: Path) -> tuple[list[Record], Path]:
+def _one_fleet(tmp_path: Path, clone_ms: int = 0) -> tuple[list[Record], Path]:
     """The three shipped scenarios on one partition (no operator), started together, each bus
     at its own offset within the second, and sp-clean once more on FRT1A09 (its trips renamed)
-    with the same driver, D-1001, at the same time: five buses, a driver present on two of
-    them at once."""
+    with the same driver, D-1001, ``clone_ms`` later (standing still for 3 s before): four
+    buses, a driver present on two of them at once."""
     data = next(iter(shipped())).parent
     docs = {name: json.loads((data / f"{name}.registry.json").read_text(encoding="utf-8"))
             for name in SCENARIOS}
@@ -389,7 +389,8 @@ def _one_fleet(tmp_path: Path) -> tuple[list[Record], Path]:
     t0 = 1_780_000_000_000
     for k, name in enumerate([*SCENARIOS, "sp-clean"]):
         recs, _ = _scenario(name)
-        shift = t0 + 137 * k - min(ts_to_ms(r["ts"]) for r in recs)
+        shift = t0 + 137 * k - min(ts_to_ms(r["ts"]) for r in recs) + (
+            clone_ms if k == len(SCENARIOS) else 0)
         for rec in recs:
             moved = {**rec, "ts": ms_to_ts(ts_to_ms(rec["ts"]) + shift)}
             if isinstance(rec.get("scheduled"), str):
@@ -400,25 +401,37 @@ def _one_fleet(tmp_path: Path) -> tuple[list[Record], Path]:
                 if "trip" in moved:
                     moved["trip"] = f"{moved['trip']}-bis"
             out.append(moved)
+        if k == len(SCENARIOS):     # standing still for 3 s before its first records
+            start = min(ts_to_ms(r["ts"]) for r in recs) + shift
+            out += [{"vehicle": "FRT1A09", "ts": ms_to_ts(start - n * SECOND), "kind": "speed",
+                     "kmh": 0.0, "agent": "gps-FRT1A09", "seq": 4 - n} for n in (3, 2, 1)]
     return _sorted(out), registry
 
 
-def test_heads_of_a_few_buses_judged_on_a_fork(store_url: str, tmp_path: Path,
+#: FRT1A09's first record 10 s into the fourth window of dense evaluations (95:06.66 after the
+#: first record), less its offset within the second
+LATE_CLONE_MS = 95 * MINUTE + 16_660 - 3 * 137
+
+
+@pytest.mark.parametrize("clone_ms", [0, LATE_CLONE_MS])
+def test_heads_of_a_few_buses_judged_on_a_fork(clone_ms: int, store_url: str, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """Five buses on one partition, each at its own offset within the second; in windows of
+    """Four buses on one partition, each at its own offset within the second; in windows of
     dense evaluations one bus (a different one each time) is prompt and the others' records of
     the last 800 ms still on their way, so that the head (after the settled boundary) holds
     one bus's speed and position records: judged on a fork (collector/live_state.py, ``fork``:
     its state copied, the other buses' shared with the engine kept in memory). The fork must
     neither change the kept engine nor judge otherwise than a whole copy: equal to ``frota
-    check --as-of`` after each window and at the end."""
-    recs, registry = _one_fleet(tmp_path)
-    forks = [0]
+    check --as-of`` after each window and at the end. With ``clone_ms``, FRT1A09 comes later,
+    its first records judged on a fork: a bus not yet known to the engine it forks."""
+    recs, registry = _one_fleet(tmp_path, clone_ms)
+    forks = [0, 0]          # forks, forks for a bus the engine does not know yet
     real_fork = live_state.fork
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
+    def counted(engine: LiveEngine, own: set[str], *args: Any) -> Any:
         forks[0] += 1
-        return real_fork(*args, **kwargs)
+        forks[1] += any(v not in engine.vehicles for v in own)
+        return real_fork(engine, own, *args)
 
     monkeypatch.setattr(live_rules, "fork", counted)
     buses = sorted({r["vehicle"] for r in recs})
@@ -427,6 +440,7 @@ def test_heads_of_a_few_buses_judged_on_a_fork(store_url: str, tmp_path: Path,
     store = open_store(store_url)
     delivered: list[Record] = []
     pending = list(range(len(recs)))
+    seen: set[str] = set()
 
     def deliver(until: int, prompt: str | None = None, lag: int = 0) -> None:
         nonlocal pending
@@ -438,6 +452,7 @@ def test_heads_of_a_few_buses_judged_on_a_fork(store_url: str, tmp_path: Path,
         pending = [i for i in pending if i not in taken]
         store.put([record_row(recs[i], 0) for i in now])
         delivered.extend(recs[i] for i in now)
+        seen.update(recs[i]["vehicle"] for i in now)
 
     try:
         live = _live(store, registry)
@@ -448,7 +463,11 @@ def test_heads_of_a_few_buses_judged_on_a_fork(store_url: str, tmp_path: Path,
             live.evaluate(as_of, as_of)
             for k in range(60):        # a dense window: every 1,000 + 37 ms
                 as_of += SECOND + 37
-                deliver(as_of, buses[(window + k // 20) % len(buses)], 800)
+                # the prompt bus: one not seen yet as soon as it has records, else in turn
+                prompt = next((recs[i]["vehicle"] for i in pending if times[i] <= as_of
+                               and recs[i]["vehicle"] not in seen),
+                              buses[(window + k // 20) % len(buses)])
+                deliver(as_of, prompt, 800)
                 live.evaluate(as_of, as_of)
             _same(store, delivered, registry, as_of, tmp_path)
             window += 1
@@ -459,6 +478,7 @@ def test_heads_of_a_few_buses_judged_on_a_fork(store_url: str, tmp_path: Path,
     finally:
         store.close()
     assert forks[0] > 50
+    assert forks[1] > 0 or not clone_ms
 
 
 def test_a_lease_lost_mid_replay_and_taken_over(postgres_dsn: str, tmp_path: Path,
