@@ -738,3 +738,41 @@ def test_operator_entries_withdrawn_later_settled_or_in_the_head(store_url: str,
         _same(store, delivered, registry, last + HOUR, tmp_path)
     finally:
         store.close()
+
+
+def test_a_bus_whose_clock_runs_ahead(store_url: str, tmp_path: Path) -> None:
+    """One bus's clock runs 150 s ahead: its records reach the store long before ``as_of``
+    passes their ``ts`` (kept in memory, judged only once ``as_of`` reaches them, as ``frota
+    check --as-of`` ignores those after it). Equal to it at every evaluation."""
+    recs, registry, vehicles = _same_ms_fleet(tmp_path, 4, 240)
+    ahead = 150 * SECOND
+    for rec in recs:
+        if rec["vehicle"] == vehicles[0]:
+            rec["ts"] = ms_to_ts(ts_to_ms(rec["ts"]) + ahead)
+    sent = {id(r): ts_to_ms(r["ts"]) - (ahead if r["vehicle"] == vehicles[0] else 0)
+            for r in recs}
+    pending = sorted(recs, key=lambda r: sent[id(r)])
+    start = min(sent.values())
+    store = open_store(store_url)
+    delivered: list[Record] = []
+    try:
+        live = _live(store, registry)
+        k = 0
+        while pending or k < 60:
+            as_of = start + k * 3 * SECOND + 500
+            now = [r for r in pending if sent[id(r)] <= as_of]
+            pending = pending[len(now):]
+            store.put([record_row(r, 0) for r in now])
+            delivered += now
+            live.evaluate(as_of, as_of)
+            if k % 5 == 0 or not pending:
+                _same(store, [r for r in delivered if ts_to_ms(r["ts"]) <= as_of], registry,
+                      as_of, tmp_path)
+            k += 1
+        assert any(ts_to_ms(r["ts"]) > as_of for r in delivered)   # still ahead of as_of
+        for later in (100 * SECOND, 200 * SECOND):      # as_of passes them, nothing new
+            live.evaluate(as_of + later, as_of + later)
+            _same(store, [r for r in delivered if ts_to_ms(r["ts"]) <= as_of + later],
+                  registry, as_of + later, tmp_path)
+    finally:
+        store.close()
