@@ -312,6 +312,10 @@ def test_judging_open_findings_leaves_the_state_as_it_was(name: str) -> None:
     assert orjson.dumps(asked.findings(end)) == orjson.dumps(quiet.findings(end))
 
 
+# SQLite only: the boundary is the evaluator's (the other tests here run both backends through
+# the same resumption paths), and each round compares with frota check over all delivered so
+# far — 50 s a backend.
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_records_exactly_at_the_settled_boundary_and_just_before_it(
         store_url: str, tmp_path: Path) -> None:
     """After each evaluation the settled boundary ``b`` of the engine kept in memory is read;
@@ -413,7 +417,11 @@ def _one_fleet(tmp_path: Path, clone_ms: int = 0) -> tuple[list[Record], Path]:
 LATE_CLONE_MS = 95 * MINUTE + 16_660 - 3 * 137
 
 
-@pytest.mark.parametrize("clone_ms", [0, LATE_CLONE_MS])
+# One backend per clone time (the fork is the evaluator's, not the store's; both backends run
+# it): the four combinations cost 90 s of the suite's 15 minutes.
+@pytest.mark.parametrize(("clone_ms", "store_url"), [
+    (0, "sqlite"), pytest.param(LATE_CLONE_MS, "postgres", marks=pytest.mark.postgres),
+], indirect=["store_url"])
 def test_heads_of_a_few_buses_judged_on_a_fork(clone_ms: int, store_url: str, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Four buses on one partition, each at its own offset within the second; in windows of
