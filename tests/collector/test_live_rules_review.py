@@ -76,6 +76,9 @@ def _sorted(recs: list[Record]) -> list[Record]:
     return sorted(recs, key=lambda r: (ts_to_ms(r["ts"]), r["vehicle"], r["seq"]))
 
 
+# SQLite only, like the boundary test below: the evaluator's paths (test_live_rules.py runs the
+# scenarios on both backends)
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_many_small_evaluations_and_the_clock_alone(name: str, store_url: str,
                                                     tmp_path: Path) -> None:
@@ -619,6 +622,7 @@ def test_a_partition_taken_back_when_nothing_arrived_meanwhile(postgres_dsn: str
                 s.close()
 
 
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_a_backlog_days_old_and_a_new_registry_that_moves_the_partitions(
         store_url: str, tmp_path: Path) -> None:
     """Three nights of ba-night (its trips renamed each night) and two buses of sp-clean with
