@@ -245,6 +245,15 @@ def test_an_evaluation_failing_half_way_leaves_no_state_advanced(
         store.close()
 
 
+def _bursts(recs: list[Record], times: list[int], n: int) -> tuple[list[int], list[list[Record]]]:
+    """``recs`` (in time order, ``times`` their ms) cut into ``n`` bursts of equal device time:
+    the n + 1 cuts and the records of each (the last record in the last burst)."""
+    first, last = times[0], times[-1]
+    cuts = [first + (last - first) * k // n for k in range(n + 1)]
+    bursts = [[r for r, ms in zip(recs, times, strict=True)
+               if cuts[k] <= ms < cuts[k + 1] or (k == n - 1 and ms == last)] for k in range(n)]
+    return cuts, bursts
+
 def test_two_evaluators_taking_turns_on_one_store(store_url: str, tmp_path: Path) -> None:
     """Two collectors on one store evaluate in turn (a takeover, then back: the first one's
     state kept in memory is stale — the other judged the partition meanwhile), a late backlog
@@ -253,10 +262,8 @@ def test_two_evaluators_taking_turns_on_one_store(store_url: str, tmp_path: Path
     recs, registry = _scenario("ba-night")
     recs = _sorted(recs)
     times = [ts_to_ms(r["ts"]) for r in recs]
-    first, last = times[0], times[-1]
-    cuts = [first + (last - first) * k // 10 for k in range(11)]
-    bursts = [[r for r, ms in zip(recs, times, strict=True)
-               if cuts[k] <= ms < cuts[k + 1] or (k == 9 and ms == last)] for k in range(10)]
+    first = times[0]
+    _, bursts = _bursts(recs, times, 10)
     backlog = bursts.pop(2)
     stores = {0: open_store(store_url), 1: open_store(store_url)}   # two collectors
     delivered: list[Record] = []
@@ -508,10 +515,8 @@ def test_a_lease_lost_mid_replay_and_taken_over(postgres_dsn: str, tmp_path: Pat
     recs, registry = _scenario("ba-night")
     recs = _sorted(recs)
     times = [ts_to_ms(r["ts"]) for r in recs]
-    first, last = times[0], times[-1]
-    cuts = [first + (last - first) * k // 8 for k in range(9)]
-    bursts = [[r for r, ms in zip(recs, times, strict=True)
-               if cuts[k] <= ms < cuts[k + 1] or (k == 7 and ms == last)] for k in range(8)]
+    first = times[0]
+    _, bursts = _bursts(recs, times, 8)
     backlog = bursts.pop(3)
     with private_schema(postgres_dsn) as (url, _):
         stores = {"a": open_store(url), "b": open_store(url)}
@@ -715,9 +720,7 @@ def test_operator_entries_withdrawn_later_settled_or_in_the_head(store_url: str,
     early = entry(first + 20 * MINUTE, kind="incident", cause="accident", carrier_fault=True)
     report = entry(ts_to_ms(breakdown["ts"]) + 10 * MINUTE, kind="report",
                    incident_ts=breakdown["ts"], to="passengers")
-    cuts = [first + (last - first) * k // 6 for k in range(7)]
-    bursts = [[r for r, ms in zip(recs, times, strict=True)
-               if cuts[k] <= ms < cuts[k + 1] or (k == 5 and ms == last)] for k in range(6)]
+    cuts, bursts = _bursts(recs, times, 6)
     extra: dict[int, list[Record]] = {0: [early], 2: [withdrawal(early)]}
     for k in range(6):
         if cuts[k] <= ts_to_ms(report["ts"]) < cuts[k + 1]:
