@@ -10,7 +10,7 @@ import logging
 from datetime import date
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, HTTPException, Path, Query
+from fastapi import FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
@@ -20,6 +20,7 @@ from collector.store import StoreError
 from collector.web import accident, dayview, export, stats, tripview
 from collector.web.context import Filters, NotFoundError, Web
 from collector.web.entries import EntryError, close_deadline, withdraw_entry
+from collector.web.localtime import DayRangeError
 from collector.web.overview import fleet_rows
 from protocols.records import (
     MAX_REASON_CHARS,
@@ -72,6 +73,10 @@ def _ms(ms: int | None) -> str | None:
 
 def add_api(app: FastAPI, web: Web) -> None:
     """Add the data routes to ``app`` (``Caller`` checks the token, as for ``/records``)."""
+
+    @app.exception_handler(DayRangeError)
+    async def _day_range(_request: Request, err: DayRangeError) -> JSONResponse:
+        return JSONResponse(status_code=400, content={"detail": str(err)})
 
     @app.get("/vehicles", tags=["pages"])
     def vehicles(token: Caller) -> JSONResponse:

@@ -20,7 +20,7 @@ with ``frota verify BUNDLE`` (``protocols/bundle_check.py``).
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 import orjson
@@ -28,7 +28,7 @@ import orjson
 from collector.bundle_links import outside_links
 from collector.web import dayview, svg
 from collector.web.context import Filters, Web
-from collector.web.localtime import Day, local
+from collector.web.localtime import FIRST_DAY, LAST_DAY, Day, local
 from protocols.bundle import BUNDLE_SCHEMA, BundleSigner, chains, pack
 from protocols.canonical import canonical, jcs
 from protocols.records import ms_to_ts, ts_to_ms
@@ -37,12 +37,22 @@ from protocols.records import ms_to_ts, ts_to_ms
 MAX_DAYS = 31
 
 
+#: The period's bounds (UTC ms): one day inside FIRST_DAY .. LAST_DAY, so that every local day
+#: the period touches, in any zone, is a day the pages can draw.
+_EARLIEST_MS = int(datetime.combine(FIRST_DAY + timedelta(1), time(), UTC).timestamp() * 1000)
+_LATEST_MS = int(datetime.combine(LAST_DAY - timedelta(1), time(), UTC).timestamp() * 1000)
+
+
 class ExportError(ValueError):
     """A period that cannot be exported; the message says why."""
 
 
 def check_period(since_ms: int, until_ms: int) -> None:
-    """ExportError unless 0 < until − since <= MAX_DAYS days."""
+    """ExportError unless 0 < until − since <= MAX_DAYS days and the local days of the period
+    lie in FIRST_DAY .. LAST_DAY in every zone (a day's margin at either end)."""
+    if since_ms < _EARLIEST_MS or until_ms > _LATEST_MS:
+        raise ExportError(f"the period must lie between {FIRST_DAY.isoformat()} and "
+                          f"{LAST_DAY.isoformat()}")
     if until_ms <= since_ms:
         raise ExportError("until must be after since")
     if until_ms - since_ms > MAX_DAYS * 86_400_000:

@@ -15,8 +15,18 @@ from collector.localtime import home_profile
 from collector.registry import Registry
 from collector.rules.profile import DEFAULT_PROFILE, Profile, local_midnight_ms
 
-__all__ = ["DEFAULT_PROFILE", "Day", "hhmm", "line_zone", "local", "profile_zone", "stamp",
+__all__ = ["DEFAULT_PROFILE", "FIRST_DAY", "LAST_DAY", "Day", "DayRangeError", "hhmm", "line_zone", "local", "profile_zone", "stamp",
            "today", "vehicle_zone"]
+
+
+#: The days a page, the API or a bundle may name: a day's end must still be a ``date`` in every
+#: zone (9999-12-31 + 1 day overflows) and no record predates 1970.
+FIRST_DAY = date(1970, 1, 2)
+LAST_DAY = date(9999, 12, 30)
+
+
+class DayRangeError(ValueError):
+    """A day outside :data:`FIRST_DAY` .. :data:`LAST_DAY` (bad input: HTTP 400)."""
 
 
 @dataclass(frozen=True)
@@ -30,7 +40,11 @@ class Day:
 
     @classmethod
     def of(cls, day: date, tz: ZoneInfo) -> Day:
-        """The day ``day`` in ``tz`` (23 or 25 hours long on a daylight-saving change)."""
+        """The day ``day`` in ``tz`` (23 or 25 hours long on a daylight-saving change);
+        DayRangeError outside :data:`FIRST_DAY` .. :data:`LAST_DAY`."""
+        if not FIRST_DAY <= day <= LAST_DAY:
+            raise DayRangeError(f"day {day.isoformat()} is outside {FIRST_DAY.isoformat()} to "
+                                f"{LAST_DAY.isoformat()}")
         return cls(day, tz, local_midnight_ms(day, tz), local_midnight_ms(day + timedelta(1), tz))
 
     def local(self, ms: int) -> datetime:

@@ -19,7 +19,7 @@ from collector.store import StoreError
 from collector.web import accident, dayview, export, stats, svg, tripview, words
 from collector.web.context import Filters, NotFoundError, Web
 from collector.web.entries import EntryError, close_deadline, withdraw_entry
-from collector.web.localtime import hhmm, stamp, today
+from collector.web.localtime import FIRST_DAY, LAST_DAY, hhmm, stamp, today
 from collector.web.overview import fleet_rows
 from collector.web.session import LoginRequiredError, PageUser, Sessions
 from protocols.records import now_ms
@@ -35,9 +35,13 @@ def _date(text: str | None, fallback: date) -> date:
     if text is None:
         return fallback
     try:
-        return date.fromisoformat(text)
+        day = date.fromisoformat(text)
     except ValueError:
         raise HTTPException(status_code=400, detail=f"dia {text!r} não é uma data AAAA-MM-DD") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise HTTPException(status_code=400, detail=f"dia {text!r} fora do intervalo "
+                            f"{FIRST_DAY:%d/%m/%Y} a {LAST_DAY:%d/%m/%Y}")
+    return day
 
 
 def add_pages(app: FastAPI, web: Web, sessions: Sessions) -> None:
@@ -110,7 +114,10 @@ def add_pages(app: FastAPI, web: Web, sessions: Sessions) -> None:
         web.check_vehicle(user, vehicle)
         _date(dia, date.today())
         lo, hi = export.day_period(web, vehicle, dia)
-        data = export.bundle(web, user, vehicle, lo, hi, web.signer, now_ms())
+        try:
+            data = export.bundle(web, user, vehicle, lo, hi, web.signer, now_ms())
+        except export.ExportError as err:
+            raise HTTPException(status_code=400, detail=str(err)) from None
         log.info("export: token %s (%s) took the bundle of %s for %s (page)", user.id, user.role,
                  vehicle, dia)
         return Response(data, media_type="application/zip", headers={

@@ -66,6 +66,9 @@ def test_vehicle_day(server: Server) -> None:
     assert server.get(f"/vehicles/FRT1A01/days/{DAY}", server.token("operador", AZUL)).status_code == 200
     assert server.get("/vehicles/FRT1A01/days/2026-02-30", fiscal).status_code == 400
     assert server.get(f"/vehicles/bad%20id/days/{DAY}", fiscal).status_code == 400
+    # a valid date whose next day is no date (9999-12-31 + 1) or that predates every record
+    for day in ("9999-12-31", "0001-01-01"):
+        assert server.get(f"/vehicles/FRT1A01/days/{day}", fiscal).status_code == 400, day
 
 
 def test_driver_day_across_two_vehicles(server: Server) -> None:
@@ -82,6 +85,7 @@ def test_driver_day_across_two_vehicles(server: Server) -> None:
     assert other["vehicles"] == []
     assert {p["activity"] for p in other["pieces"]} == {"rest"}
     assert server.get("/drivers/D-1001/days/yesterday", fiscal).status_code == 400
+    assert server.get("/drivers/D-1001/days/9999-12-31", fiscal).status_code == 400
 
 
 def test_trip(server: Server) -> None:

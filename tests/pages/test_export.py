@@ -74,7 +74,10 @@ def test_bundle_not_found_forbidden_and_bad_input(server: Server) -> None:
     assert server.get(f"/vehicles/FRT1A01/bundle?{period}",
                       server.token("operador", VERDE)).status_code == 404
     for bad in ("since=yesterday&until=2026-03-03", "since=2026-03-03&until=2026-03-02",
-                "since=2026-01-01&until=2026-03-03", f"since={DAY}"):
+                "since=2026-01-01&until=2026-03-03", f"since={DAY}",
+                # days no page can draw: 9999-12-31's end is no date, 0001 predates records
+                "since=9999-12-31&until=9999-12-31T12:00:00Z",
+                "since=0001-01-01&until=0001-01-02"):
         assert server.get(f"/vehicles/FRT1A01/bundle?{bad}", fiscal).status_code == 400, bad
     # unsigned on a collector without [trust], and it says so
     zf = _zip(server.get(f"/vehicles/FRT1A01/bundle?{period}", fiscal))
@@ -92,3 +95,4 @@ def test_the_disc_page_links_the_bundle_of_its_day(server: Server) -> None:
         zf = _zip(client.get(link.group(1)))
         assert json.loads(zf.read("manifest.json"))["records"] == SP_CLEAN_RECORDS
         assert client.get("/disco/FRT1A01/pacote?dia=2026-02-30").status_code == 400
+        assert client.get("/disco/FRT1A01/pacote?dia=9999-12-31").status_code == 400

@@ -75,6 +75,9 @@ def test_an_operador_sees_its_fleet_only(server: Server) -> None:
         assert client.get("/viagem/FRT2B02/T2002-0303-1030").status_code == 404
         assert "FRT2B02" not in client.get("/ocorrencias").text
         assert client.get("/disco/FRT1A01?dia=2026-13-01").status_code == 400
+        for path in ("/disco/FRT1A01?dia=9999-12-31", "/jornada/D-1001?dia=9999-12-31",
+                     "/ocorrencias?de=9999-12-31", "/ocorrencias?ate=0001-01-01"):
+            assert client.get(path).status_code == 400, path
 
 
 def test_a_fiscal_may_not_close_a_deadline(own_server: Server) -> None:
