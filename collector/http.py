@@ -10,6 +10,7 @@ roles and where TLS ends: ``docs/collector.md``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from collector.web.context import Web
 from protocols.records import VEHICLE_ID_PATTERN, RecordError, ts_to_ms
 
-#: A vehicle id as it can appear in an MQTT topic level (no '/', '+', '#', no spaces).
+log = logging.getLogger(__name__)
 
 
 def _validation_message(err: RequestValidationError) -> str:
@@ -66,7 +67,20 @@ def _caller(
             detail="a valid API token is required (Authorization: Bearer ...)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    log_fiscal_read(request, token)
     return token
+
+
+def log_fiscal_read(request: Request, token: Token) -> None:
+    """Log a request by a ``fiscal`` (issue 17: every read by an inspector is logged): the token,
+    the method, the path and query, and the client. Exports are logged besides, with their
+    period (collector/web/export.py)."""
+    if token.role != "fiscal":
+        return
+    query = f"?{request.url.query}" if request.url.query else ""
+    client = request.client.host if request.client else "?"
+    log.info("fiscal read: token %s from %s: %s %s%s", token.id, client, request.method,
+             request.url.path, query)
 
 
 Caller = Annotated[Token, Depends(_caller)]

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
-from collector.http import OPEN, Access
+from collector.http import OPEN, Access, log_fiscal_read
 from collector.tokens import Token
 
 SESSION_COOKIE = "frota_sessao"
@@ -97,6 +97,7 @@ def _page_user(request: Request) -> Token:
     user = sessions.user(request)
     if user is None:
         raise LoginRequiredError
+    log_fiscal_read(request, user)
     return user
 
 

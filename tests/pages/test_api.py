@@ -190,3 +190,19 @@ def test_closing_a_deadline_with_a_report(own_server: Server) -> None:
     again = findings.evaluate_store(server.store, fleet.load(server.registry), AS_OF + 10**12)
     closed = next(f for f in again if f["id"] == finding)
     assert closed["end"] == stored["ts"]
+
+
+def test_every_read_by_a_fiscal_is_logged(server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    from tests.pages.test_pages_http import login
+
+    fiscal, admin = server.token("fiscal"), server.token("admin")
+    fiscal_id = fiscal.split("_")[1]
+    with caplog.at_level("INFO", logger="collector.http"):
+        assert server.get(f"/findings?vehicle=FRT2B02&since={DAY}T00:00:00Z", fiscal).status_code == 200
+        assert server.get("/vehicles", admin).status_code == 200
+        with login(server, fiscal) as client:
+            assert client.get(f"/disco/FRT1A01?dia={DAY}").status_code == 200
+    reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fiscal read")]
+    assert reads == [
+        f"fiscal read: token {fiscal_id} from 127.0.0.1: GET /findings?vehicle=FRT2B02&since={DAY}T00:00:00Z",
+        f"fiscal read: token {fiscal_id} from 127.0.0.1: GET /disco/FRT1A01?dia={DAY}"]
