@@ -43,6 +43,9 @@ from protocols.records import RecordError, ts_to_ms
 #: The largest member read (bytes): 31 days of a bus at 1 Hz are about 0.75 GB of records.
 MAX_MEMBER = 2 << 30
 MAX_MEMBERS = 200
+#: The most bytes read from all members together (each is held in memory): a bundle of 200
+#: members of 2 GiB each must not exhaust the inspector's computer.
+MAX_TOTAL = MAX_MEMBER + (64 << 20)
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,17 @@ def check_bundle(data: bytes, fleet_ca: x509.Certificate | None) -> BundleReport
     except (zipfile.BadZipFile, ValueError, OSError):
         report.problems.append(Problem("not_a_bundle"))
         return report
-    if len(infos) > MAX_MEMBERS or any(i.file_size > MAX_MEMBER for i in infos):
+    if (len(infos) > MAX_MEMBERS or any(i.file_size > MAX_MEMBER for i in infos)
+            or sum(i.file_size for i in infos) > MAX_TOTAL):
         report.problems.append(Problem("too_large"))
         return report
     members: dict[str, bytes] = {}
     for info in infos:
+        if info.filename in members:
+            # two members of one name: the checker would read one, an unzip tool may show the
+            # other (a decoy before the signed file); a signed bundle never has them
+            report.problems.append(Problem("duplicate_member", file=info.filename))
+            continue
         try:
             members[info.filename] = zf.read(info)
         except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError, EOFError):

@@ -211,3 +211,33 @@ def test_a_seq_outside_the_period_is_followed_and_one_inside_is_missing() -> Non
     data, ca = _hand_bundle([{"ts": "2026-03-01T10:00:00.000Z", "hash": "0" * 64}])
     assert [(p.code, p.line, p.seq) for p in check_bundle(data, ca).problems] == [
         ("broken_link", 2, 3)]
+
+
+def test_a_decoy_member_of_the_same_name_is_refused(fresh: tuple[bytes, Path],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import zipfile
+
+    from protocols import bundle_check
+
+    data, ca_file = fresh
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(out, "w") as dst:
+        # a decoy records.jsonl before the signed one: the checker read the last, an unzip tool
+        # may show the first
+        dst.writestr("records.jsonl", b"{}\n")
+        for info in src.infolist():
+            if info.filename == "records.jsonl":
+                with pytest.warns(UserWarning, match="Duplicate name"):
+                    dst.writestr(info.filename, src.read(info))
+            else:
+                dst.writestr(info.filename, src.read(info))
+    assert ("duplicate_member", None, None) in _codes(out.getvalue(), ca_file)
+    # every member is held in memory: their declared sizes are bounded together, not only
+    # one by one (here the bound is the fresh bundle's total less one byte)
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        total = sum(i.file_size for i in zf.infolist())
+    monkeypatch.setattr(bundle_check, "MAX_TOTAL", total - 1)
+    assert _codes(data, ca_file) == [("too_large", None, None)]
+    monkeypatch.setattr(bundle_check, "MAX_TOTAL", total)
+    assert _codes(data, ca_file) == []
