@@ -96,12 +96,18 @@ def _rows(reader: BufferReader, days: int) -> tuple[list[str], int | None, int |
     return bodies, since, until
 
 
-def export(config: AgentConfig, days: int, out: Path) -> Exported:
+def export(config: AgentConfig, days: int, out: Path | str) -> Exported:
     """Write the bundle of the last ``days`` days to ``out`` (a file, or a folder such as a USB
-    stick's mount point: ``frota-VEHICLE-AAAA-MM-DD.zip`` in it); logged."""
+    stick's mount point: ``frota-VEHICLE-AAAA-MM-DD.zip`` in it, ``-2``, ``-3``… before
+    ``.zip`` when an earlier export of that day is there); logged. ``out`` written with a
+    trailing ``/`` must be a folder that exists (a stick not mounted is not a file name)."""
+    text = str(out)
+    out = Path(out)
+    if text.endswith(("/", os.sep)) and not out.is_dir():
+        raise ExportError(f"no folder {text} (is the USB stick mounted?)")
     data, made = bundle_bytes(config, days)
     day = ms_to_ts(made.until_ms if made.until_ms is not None else hostclock.wall_ms())[:10]
-    target = out / f"frota-{config.vehicle}-{day}.zip" if out.is_dir() else out
+    target = _free_name(out, f"frota-{config.vehicle}-{day}") if out.is_dir() else out
     _write(target, data)
     done = replace(made, path=target)
     log_export(config, done, str(target))
@@ -148,6 +154,16 @@ def bundle_bytes(config: AgentConfig, days: int) -> tuple[bytes, Exported]:
     return data, Exported(Path(), len(bodies), seqs[0]["first_seq"] if seqs else None,
                           seqs[0]["last_seq"] if seqs else None, since, until,
                           hashlib.sha256(data).hexdigest(), signer is not None)
+
+
+def _free_name(folder: Path, stem: str) -> Path:
+    """``folder/stem.zip``, or ``stem-2.zip``, ``stem-3.zip``… when taken: a second export of
+    the same day (another --days, a later hour) must not replace an earlier one on the stick."""
+    target, n = folder / f"{stem}.zip", 1
+    while target.exists():
+        n += 1
+        target = folder / f"{stem}-{n}.zip"
+    return target
 
 
 def _write(target: Path, data: bytes) -> None:

@@ -228,14 +228,13 @@ def replay(args: argparse.Namespace) -> int:
 def export(args: argparse.Namespace) -> int:
     """Write the bus's signed bundle from its buffer."""
     import sys
-    from pathlib import Path
 
     from agent.config import ConfigError, load_config
     from agent.export import ExportError
     from agent.export import export as write_bundle
 
     try:
-        done = write_bundle(load_config(args.config), args.days, Path(args.out))
+        done = write_bundle(load_config(args.config), args.days, args.out)  # str: keeps a trailing /
     except (ConfigError, ExportError) as err:
         raise UserError(str(err)) from err
     if not done.signed:

@@ -134,3 +134,18 @@ def test_bad_input_is_one_line(bus: tuple[Path, Path], tmp_path: Path,
     assert main(["agent", "export", "--config", str(config), "--days", "1",
                  "--out", str(tmp_path / "no" / "such" / "x.zip")]) == 1
     assert "cannot write" in capsys.readouterr().err
+    # a folder named with a trailing / that is not there (a stick not mounted): no file
+    # written under its name
+    assert main(["agent", "export", "--config", str(config), "--days", "1",
+                 "--out", str(tmp_path / "usb0") + "/"]) == 1
+    assert "no folder" in capsys.readouterr().err
+    assert not (tmp_path / "usb0").exists()
+    # a second export of the same day into a folder keeps the first: -2 before .zip
+    stick = tmp_path / "stick"
+    stick.mkdir()
+    for _ in range(2):
+        assert main(["agent", "export", "--config", str(config), "--days", "1",
+                     "--out", str(stick) + "/"]) == 0
+    # the one record: frame 1, 2026-03-02T14:00:01Z
+    assert sorted(p.name for p in stick.iterdir()) == [f"frota-{BUS}-2026-03-02-2.zip",
+                                                       f"frota-{BUS}-2026-03-02.zip"]
