@@ -15,6 +15,8 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, Final
 
 import zstandard
@@ -32,7 +34,7 @@ from protocols.uplink import (
     ZSTD_MAGIC,
     Ack,
     PayloadError,
-    check_record,
+    checked_ts_ms,
     decode_batch,
     seq_ranges,
     vehicle_of_topic,
@@ -242,19 +244,21 @@ def _prepare(
             chain.checkpoint = (cp.seq, cp.hash, cp.key, cp.sig)
     except ValueError as err:
         out.notes.append(f"checkpoint ignored: {err}")
-    seqs: list[int] = []
     failed: dict[str, list[Any]] = {}  # reason → the records refused for it
-    last_ts_ms: int | None = None
+    rows = out.rows
+    links = chain.links
+    done = 0  # rows whose links and hashes are in ``links`` and ``hashes``
     # every record's chain hash, the checks of its canonical form done once for the batch
     for obj, digest in zip(batch.records, record_hashes(batch.records), strict=True):
         try:
-            rec = check_record(batch, obj)  # the record itself, checked
+            ts_ms = checked_ts_ms(batch, obj)  # the record itself, checked
             if digest is None:  # not by the batch's way: the record's own (or why it has none)
-                digest = record_hash(rec)
+                digest = record_hash(obj)
             # the record's row carries its chain hash and its prev as received, if a string
             # (collector/store_chain.py; one that is no hash never matches the hash before it)
-            prev = rec.get("prev")
-            row = record_row(rec, received_ms, digest, prev if type(prev) is str else None)
+            prev = obj.get("prev")
+            row = record_row(obj, received_ms, digest, prev if type(prev) is str else None,
+                             ts_ms)
             if "\\u0000" in row[9] and _NUL.search(row[9]):
                 raise RecordError("a string holds U+0000, which no store keeps")
         except (PayloadError, RecordError, TypeError, ValueError, OverflowError) as err:
@@ -265,16 +269,15 @@ def _prepare(
             if seq is not None and seq <= MAX_SEQ:  # an ack names seqs up to 2**53 - 1
                 kept = digest or try_hash(obj)  # a hash-only entry keeps the chain whole
                 if kept is not None:
+                    done = _stored_links(rows, done, links, hashes)  # in the records' order
                     hashes[seq] = kept
                     prev = obj.get("prev") if isinstance(obj, dict) else None
-                    chain.links.append((seq, kept, prev if is_hash(prev) else None, "rejected"))
+                    links.append((seq, kept, prev if is_hash(prev) else None, "rejected"))
             continue
-        out.rows.append(row)
-        seqs.append(rec["seq"])
-        hashes[rec["seq"]] = digest
-        chain.links.append((rec["seq"], digest, row[12], "stored"))
-        if last_ts_ms is None or row[4] > last_ts_ms:
-            last_ts_ms = row[4]
+        rows.append(row)
+    _stored_links(rows, done, links, hashes)
+    seqs = list(map(_SEQ, rows))
+    last_ts_ms = max(map(_TS_MS, rows)) if rows else None
     by_reason: dict[str, list[int]] = {}
     for reason, objs in _bounded(failed).items():
         bad_seqs = [seq for obj in objs if (seq := _seq_of(obj)) is not None and seq <= MAX_SEQ]
@@ -304,6 +307,24 @@ def _prepare(
         if b in hashes
     }
     return out
+
+
+_SEQ: Final = itemgetter(2)
+_TS_MS: Final = itemgetter(4)
+_HASH: Final = itemgetter(11)
+_PREV: Final = itemgetter(12)
+
+
+def _stored_links(rows: list[tuple[Any, ...]], done: int,
+                  links: list[tuple[int, str, str | None, str]], hashes: dict[int, str]) -> int:
+    """The links and hashes of ``rows[done:]`` (stored records: seq, hash, prev from their
+    rows) added, column by column; how many rows have theirs now."""
+    if done < len(rows):
+        fresh = rows[done:] if done else rows
+        seqs, digests = list(map(_SEQ, fresh)), list(map(_HASH, fresh))
+        hashes.update(zip(seqs, digests, strict=True))
+        links.extend(zip(seqs, digests, map(_PREV, fresh), repeat("stored")))
+    return len(rows)
 
 
 def record_hashes(objs: list[Any]) -> list[str | None]:

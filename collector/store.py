@@ -128,11 +128,13 @@ class VehicleState:
 
 
 def record_row(rec: Record, received_ms: int, digest: str | None = None,
-               prev: str | None = None) -> tuple[Any, ...]:
+               prev: str | None = None, ts_ms: int | None = None) -> tuple[Any, ...]:
     """The positional row for ``records`` of a validated record with ``agent`` and ``seq``;
     ``digest`` and ``prev``: its chain hash as received and its ``prev`` (collector/store_chain.py),
-    None when not chained (no ``prev`` is kept without a hash)."""
-    ts_ms = ts_to_ms(rec["ts"])
+    None when not chained (no ``prev`` is kept without a hash); ``ts_ms``: its ``ts`` in ms, when
+    the caller has read it already (the validation does)."""
+    if ts_ms is None:
+        ts_ms = ts_to_ms(rec["ts"])
     return (
         rec["vehicle"],
         rec["agent"],

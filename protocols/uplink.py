@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+import orjson
 import zstandard
 
-from protocols.records import Record, RecordError, is_vehicle_id, validate
+from protocols.records import Record, RecordError, is_vehicle_id, validated_ts_ms
 
 #: Version of every uplink payload (batch, ack, status). Bump it, and note it in CHANGELOG.md,
 #: whenever a payload changes meaning. 2: records carry ``prev``, batches a signed
@@ -237,6 +238,38 @@ def _decompress(payload: bytes) -> bytes:
     return read
 
 
+_NOT_READ: Final = object()
+#: Every byte of a payload as one of three: ``0`` a digit, ``1`` what may come right before a
+#: JSON number (``[``, ``,``, ``:``, ``-``, whitespace), ``x`` anything else.
+_NUMBER_BYTES: Final = bytes(
+    ord("0") if byte in b"0123456789" else ord("1") if byte in b"[,:- \t\n\r" else ord("x")
+    for byte in range(256)
+)
+#: Where an integer beyond 64 bits may begin: 19 digits right after what may precede a number.
+_LONG_NUMBER: Final = b"1" + b"0" * 19
+
+
+def _orjson_loads(payload: bytes) -> Any:
+    """``json.loads(payload)`` read by orjson (twice as fast: the ingest reads every record
+    through here), or _NOT_READ where the two could differ — then :mod:`json` reads it.
+
+    orjson refuses what :mod:`json` reads otherwise (NaN and infinity, a lone surrogate, a
+    double beyond the largest, a byte-order mark, UTF-16 or UTF-32 text): those go to
+    :mod:`json`, which reads or refuses them as it always did. Everything orjson accepts it
+    reads to the same values (tests/protocols/test_uplink_loads.py), but for one: an integer
+    beyond 64 bits, which orjson reads as a double. A payload where one may be — 19 digits
+    right after ``[``, ``,``, ``:``, ``-`` or whitespace, or at the start — goes to :mod:`json`
+    too (found in C: the payload's bytes mapped to three classes, then one search; a run of
+    digits inside a string, such as a raw frame's hex, mostly follows a letter, a digit or a
+    quote, and where it does not, :mod:`json` reads it as before)."""
+    if _LONG_NUMBER in payload.translate(_NUMBER_BYTES) or payload[:19].isdigit():
+        return _NOT_READ
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return _NOT_READ
+
+
 def _loads(payload: bytes) -> Any:
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise PayloadError(f"oversized payload: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")
@@ -244,6 +277,9 @@ def _loads(payload: bytes) -> Any:
         payload = _decompress(payload)
         if len(payload) > MAX_DECOMPRESSED_BYTES:
             raise PayloadError(f"oversized payload: more than {MAX_DECOMPRESSED_BYTES} bytes")
+    fast = _orjson_loads(payload)
+    if fast is not _NOT_READ:
+        return fast
     try:
         return json.loads(payload)
     except ValueError as err:  # JSONDecodeError, UnicodeDecodeError, an integer too long
@@ -278,18 +314,26 @@ def decode_batch(payload: bytes) -> Batch:
 
 def check_record(batch: Batch, obj: Any) -> Record:
     """Validate one record of a batch against the contract and the batch's vehicle and agent."""
+    checked_ts_ms(batch, obj)
+    rec: Record = obj
+    return rec
+
+
+def checked_ts_ms(batch: Batch, obj: Any) -> int:
+    """:func:`check_record`, giving the record's ``ts`` in ms (which the validation reads: the
+    collector's ingest keeps it in the record's row without reading it again)."""
     try:
-        rec = validate(obj)
+        ts_ms = validated_ts_ms(obj)
     except RecordError as err:
         raise PayloadError(f"invalid record: {err}") from err
-    if rec["vehicle"] != batch.vehicle:
-        raise PayloadError(f"record vehicle {rec['vehicle']!r} differs from the batch's")
-    if rec.get("agent") != batch.agent or "seq" not in rec:
+    if obj["vehicle"] != batch.vehicle:
+        raise PayloadError(f"record vehicle {obj['vehicle']!r} differs from the batch's")
+    if obj.get("agent") != batch.agent or "seq" not in obj:
         raise PayloadError("record lacks the batch's agent or a seq")
-    if rec["kind"] == "withdrawal":  # docs/records.md: only the collector writes one
+    if obj["kind"] == "withdrawal":  # docs/records.md: only the collector writes one
         raise PayloadError("a withdrawal is an operator entry made at the collector; agents never "
                            "send one")
-    return rec
+    return ts_ms
 
 
 def ack_body(ack: Ack) -> dict[str, Any]:
