@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from collector.signer import AckSigner
     from frota.commands.collector import _config
     from protocols import identity
-    from protocols.inspector_token import issue
+    from protocols.inspector_token import issue, token_id
     from protocols.records import VEHICLE_ID_PATTERN, now_ms
 
     config = _config(args.config)
@@ -56,7 +56,24 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(str(err)) from err
     except ValueError as err:
         raise UserError(str(err)) from None
-    log.info("inspector token issued to %r for %s, %s h", args.inspector,
+    _warn_unknown(config.registry, args.vehicle)
+    log.info("inspector token %s issued to %r for %s, %s h", token_id(token), args.inspector,
              ",".join(args.vehicle), args.hours)
     print(token)
     return 0
+
+
+def _warn_unknown(registry_file: Any, vehicles: list[str]) -> None:
+    """Warn of a vehicle the registry does not list (a typo gives a token no bus accepts); not
+    refused: a bus may be provisioned before the registry lists it."""
+    from collector import registry as fleet
+
+    try:
+        known = fleet.load(registry_file).vehicles
+    except (OSError, fleet.RegistryError) as err:
+        log.warning("cannot read the registry to check the vehicles: %s", err)
+        return
+    for vehicle in vehicles:
+        if vehicle != "*" and vehicle not in known:
+            log.warning("vehicle %s is not in the registry %s: check its id (the token opens "
+                        "only a bus of that exact id)", vehicle, registry_file)
