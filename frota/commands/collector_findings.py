@@ -76,7 +76,7 @@ def add_subcommands(sub: Any) -> None:
     _source(findings)
     findings.add_argument("--vehicle", metavar="ID", help="only this vehicle's findings")
     findings.add_argument("--driver", metavar="ID",
-                          help="only this driver's findings (registry id or card number)")
+                          help="only this driver's findings (registry id; or card number with --config)")
     findings.add_argument("--since", metavar="TS",
                           help="only findings still open or ending at or after this time "
                           "(RFC 3339, or a date: a day in the vehicle's local time)")
@@ -319,6 +319,12 @@ def run_findings(args: argparse.Namespace) -> int:
         # a card number names the driver through the registry (with --config)
         driver = args.driver if reg is None else reg.driver_id(args.driver)
         found = [one for one in found if one.get("driver") == driver]
+        if reg is not None and driver not in reg.drivers:
+            print(f"warning: driver {args.driver!r} is in the registry neither as an id nor as "
+                  "a card number", file=sys.stderr)
+        elif reg is None and not found:
+            print(f"note: with --db, --driver matches a registry id only; to find driver "
+                  f"{args.driver!r} by card number give --config", file=sys.stderr)
     out = sys.stdout
     for one in found:
         if args.local:

@@ -31,3 +31,10 @@ def test_findings_of_a_driver(tmp_path: Path, scenario_store: tuple[Path, Path],
     assert _drivers(capsys, "--db", str(db), "--driver", "D-1001") == []
     assert _drivers(capsys, "--config", str(config), "--driver", "03398765432") == both
     assert _drivers(capsys, "--db", str(db), "--driver", "D-2001", "--vehicle", "FRT1A01") == []
+    # a card number read without the registry, and a driver the registry does not know: nothing
+    # found, and said why (not a silent empty list)
+    assert main(["collector", "findings", "--db", str(db), "--driver", "03398765432"]) == 0
+    said = capsys.readouterr()
+    assert (said.out, "give --config" in said.err) == ("", True)
+    assert main(["collector", "findings", "--config", str(config), "--driver", "D-9999"]) == 0
+    assert "neither as an id nor as a card number" in capsys.readouterr().err
