@@ -124,7 +124,8 @@ def make_app(config: AgentConfig, fleet_ca: x509.Certificate, zone: ZoneInfo,
     def home(request: Request, t: Annotated[str | None, Query(max_length=4096)] = None) -> Response:
         from collector.registry import Registry
         from collector.web import dayview, svg
-        from collector.web.localtime import Day, hhmm, local
+        from collector.web.localtime import Day, local, stamp
+        from collector.web.words import number
 
         day_store = open_day()
         try:
@@ -151,14 +152,15 @@ def make_app(config: AgentConfig, fleet_ca: x509.Certificate, zone: ZoneInfo,
         top = max((kmh for _, kmh in speeds), default=None)
         drivers = sum(1 for e in events if '"kind":"driver"' in e)
         q = quote(t or "", safe="")
-        rows = [("Período", f"{hhmm(lo, zone)} a {hhmm(newest, zone)} (últimas 24 h, hora local "
-                 f"{zone.key})"),
+        # local time with the date (the period spans two days), the decimal comma
+        rows = [("Período", f"{stamp(lo, zone)} a {stamp(newest, zone)} (últimas 24 h, hora "
+                 f"local {zone.key})"),
                 ("Registros de velocidade", str(len(speeds))),
-                ("Velocidade máxima", "—" if top is None else f"{top:.0f} km/h"),
+                ("Velocidade máxima", "—" if top is None else f"{number(top, 0)} km/h"),
                 ("Eventos (condutor, viagem, portas, equipamento)", str(len(events))),
                 ("Registros de condutor", str(drivers)),
-                ("Distância no dia", f"{d.distance_km:.1f} km"),
-                ("Fiscal", f"{g.inspector} (token válido até {ms_to_ts(g.expires_ms)})")]
+                ("Distância no dia", f"{number(d.distance_km, 1)} km"),
+                ("Fiscal", f"{g.inspector} (token válido até {stamp(g.expires_ms, zone)})")]
         table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
                         for k, v in rows)
         body = (f"<table>{table}</table><h2>Disco do dia {local(newest, zone).date().isoformat()}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -150,6 +151,11 @@ def test_the_page_needs_a_token_and_shows_the_day(page: tuple[str, Fleet, list[i
     assert "<svg" in text
     assert "90 km/h" in text                  # the top of 60 + m % 31 over m < 60 (m = 30)
     assert "Registros de velocidade</th><td>60" in text
+    # local time (UTC−3) with dates: the newest frame T0 + 59 min = 11:59 local on 02/03, the
+    # period the 24 h before it; the token (T0 + 4 h) expires at 15:00 local
+    assert "01/03/2026 11:59:00 a 02/03/2026 11:59:00 (últimas 24 h" in text
+    assert "token válido até 02/03/2026 15:00:00" in text
+    assert re.search(r"Distância no dia</th><td>\d+,\d km", text)
     zipped = httpx.get(base + "/pacote", params={"t": token}, timeout=30)
     assert zipped.status_code == 200
     assert zipped.headers["content-type"] == "application/zip"
