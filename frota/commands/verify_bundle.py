@@ -101,8 +101,8 @@ WORDS: dict[str, dict[str, str]] = {
         "roles": "collector:collector,vehicle:vehicle",
     },
     "pt-BR": {
-        "bundle": "pacote {path}: veículo {vehicle}, de {start} a {end} ({timezone}), feito em "
-                  "{created}",
+        "bundle": "pacote {path}: veículo {vehicle}, de {start} a {end} (hora local "
+                  "{timezone}), feito em {created}",
         "signed": "assinado por {role} {name} (chave {key}), certificado emitido pela AC da frota",
         "ca_given": "AC da frota: a informada com --ca (SHA-256 {fp})",
         "ca_own": "AC da frota: a do próprio pacote (SHA-256 {fp}) — NÃO comparada com a sua; "
@@ -138,6 +138,22 @@ def problem_text(p: Problem, lang: str) -> str:
     return f"  {', '.join(where) or '-'}: {what}"
 
 
+def _local(ts: Any, zone: Any) -> Any:
+    """An RFC 3339 time of the manifest as Brazilians read it, ``DD/MM/AAAA HH:MM:SS`` in the
+    bundle's time zone (pt-BR summary); as it is when either is not what it should be (the
+    manifest is read before anything about it is trusted)."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    from protocols.records import RecordError, ts_to_ms
+
+    try:
+        tz = ZoneInfo(str(zone))
+        return datetime.fromtimestamp(ts_to_ms(str(ts)) / 1000, tz).strftime("%d/%m/%Y %H:%M:%S")
+    except (RecordError, ValueError, OSError, OverflowError, KeyError):  # KeyError: no such zone
+        return ts
+
+
 def render(path: str, report: BundleReport, lang: str) -> list[str]:
     """The summary and each problem, in ``lang``."""
     words = WORDS[lang]
@@ -145,9 +161,11 @@ def render(path: str, report: BundleReport, lang: str) -> list[str]:
     m = report.manifest
     out: list[str] = []
     if m:
-        out.append(words["bundle"].format(
-            path=path, vehicle=m.get("vehicle"), start=m.get("from"), end=m.get("to"),
-            timezone=m.get("timezone", "UTC"), created=m.get("created")))
+        zone = m.get("timezone", "UTC")
+        start, end, created = (_local(m.get(k), zone) if lang == "pt-BR" else m.get(k)
+                               for k in ("from", "to", "created"))
+        out.append(words["bundle"].format(path=path, vehicle=m.get("vehicle"), start=start,
+                                          end=end, timezone=zone, created=created))
     finding = m.get("finding") if m else None
     if isinstance(finding, dict):  # the accident-data export (collector/web/accident.py)
         basis = finding.get("basis")

@@ -59,6 +59,16 @@ def test_a_fresh_bundle_is_intact(fresh: tuple[bytes, Path], tmp_path: Path,
     assert _verify(tmp_path, data, "--ca", str(ca_file), "--lang", "pt-BR") == 0
     out = capsys.readouterr().out
     assert "ÍNTEGRO" in out
+    # the period in local time (UTC−3): 2026-03-02T03:00Z to 2026-03-03T03:00Z
+    assert ("de 02/03/2026 00:00:00 a 03/03/2026 00:00:00 (hora local America/Sao_Paulo)"
+            in out)
+    # a manifest's zone is read before anything is trusted: a path is no zone, shown as it is
+    from frota.commands.verify_bundle import render
+    from protocols.bundle_check import BundleReport
+
+    hostile = BundleReport(manifest={"vehicle": "X", "from": "2026-03-02T03:00:00.000Z",
+                                     "to": None, "timezone": "../../../etc/passwd"})
+    assert "de 2026-03-02T03:00:00.000Z a None" in render("p.zip", hostile, "pt-BR")[0]
     assert "assinado por coletor central" in out
     # without --ca: checked against the bundle's own CA, and it says so
     assert _verify(tmp_path, data) == 0
