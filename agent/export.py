@@ -101,13 +101,10 @@ def export(config: AgentConfig, days: int, out: Path | str) -> Exported:
     stick's mount point: ``frota-VEHICLE-AAAA-MM-DD.zip`` in it, ``-2``, ``-3``… before
     ``.zip`` when an earlier export of that day is there); logged. ``out`` written with a
     trailing ``/`` must be a folder that exists (a stick not mounted is not a file name)."""
-    text = str(out)
-    out = Path(out)
-    if text.endswith(("/", os.sep)) and not out.is_dir():
-        raise ExportError(f"no folder {text} (is the USB stick mounted?)")
+    check_out(out)
     data, made = bundle_bytes(config, days)
     day = ms_to_ts(made.until_ms if made.until_ms is not None else hostclock.wall_ms())[:10]
-    target = _free_name(out, f"frota-{config.vehicle}-{day}") if out.is_dir() else out
+    target = out_target(out, f"frota-{config.vehicle}-{day}")
     _write(target, data)
     done = replace(made, path=target)
     log_export(config, done, str(target))
@@ -154,6 +151,21 @@ def bundle_bytes(config: AgentConfig, days: int) -> tuple[bytes, Exported]:
     return data, Exported(Path(), len(bodies), seqs[0]["first_seq"] if seqs else None,
                           seqs[0]["last_seq"] if seqs else None, since, until,
                           hashlib.sha256(data).hexdigest(), signer is not None)
+
+
+def check_out(out: Path | str) -> None:
+    """ExportError for an ``--out`` written with a trailing ``/`` that is no folder (a USB
+    stick not mounted): it is not a file name."""
+    text = str(out)
+    if text.endswith(("/", os.sep)) and not Path(out).is_dir():
+        raise ExportError(f"no folder {text} (is the USB stick mounted?)")
+
+
+def out_target(out: Path | str, stem: str) -> Path:
+    """Where ``--out`` asks a bundle to go: the file itself, or in a folder ``stem.zip`` —
+    ``stem-2.zip``, ``stem-3.zip``… when taken (:func:`check_out` first)."""
+    out = Path(out)
+    return _free_name(out, stem) if out.is_dir() else out
 
 
 def _free_name(folder: Path, stem: str) -> Path:

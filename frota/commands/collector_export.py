@@ -74,8 +74,16 @@ def _web(config: Any) -> Any:
                signer=signer)
 
 
-def _target(out: Path, name: str) -> Path:
-    return out / name if out.is_dir() else out
+def _target(out: str, name: str) -> Path:
+    """The file ``--out`` names, or ``name`` in the folder it names (``-2``… when taken; a
+    trailing ``/`` must be a folder that exists), as ``frota agent export``."""
+    from agent.export import ExportError, check_out, out_target
+
+    try:
+        check_out(out)
+    except ExportError as err:
+        raise UserError(str(err)) from None
+    return out_target(out, name.removesuffix(".zip"))
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -112,7 +120,7 @@ def run_export(args: argparse.Namespace) -> int:
             hi = export.parse_bound("--until", args.until, web, vehicle)
             export.check_period(lo, hi)
             name = f"frota-{vehicle}-{ms_to_ts(lo)[:10]}.zip"
-        target = _target(Path(args.out), name)
+        target = _target(args.out, name)
         if args.finding is not None:
             data = accident.accident_bundle(web, user, wanted, now, str(target))
         else:
@@ -121,7 +129,7 @@ def run_export(args: argparse.Namespace) -> int:
                      ms_to_ts(lo), ms_to_ts(hi), target)
         _write(target, data)
     except (NotFoundError, export.ExportError, StoreError) as err:
-        raise UserError(str(err).strip("'\"")) from None
+        raise UserError(str(err)) from None
     finally:
         web.store.close()
     if web.signer is None:

@@ -209,6 +209,16 @@ def test_cli_export_of_a_finding_and_of_a_period(
     assert [p.name for p in out_dir.iterdir()] == [written.name]        # no .partial left
     assert main(["verify", str(written), "--ca", str(folder / "ca.crt")]) == 0
     assert f"finding {f['id']}" in capsys.readouterr().out
+    # the same export again into the folder keeps the first; a folder that is not there (a
+    # stick not mounted) is an error, not a file named after it
+    assert main(["collector", "export", "--config", config, "--finding", str(f["id"]),
+                 "--out", str(out_dir) + "/"]) == 0
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "frota-acidente-FRT1A01-2026-03-02-2.zip", written.name]
+    assert main(["collector", "export", "--config", config, "--finding", str(f["id"]),
+                 "--out", str(tmp_path / "usb0") + "/"]) == 1
+    assert "no folder" in capsys.readouterr().err
+    assert not (tmp_path / "usb0").exists()
     # a vehicle's period, same command
     target = tmp_path / "dia.zip"
     assert main(["collector", "export", "--config", config, "--vehicle", "FRT1A01",
@@ -221,7 +231,7 @@ def test_cli_export_of_a_finding_and_of_a_period(
     for bad, says in ((["--finding", str(other["id"])], "not trip.accident_data"),
                       (["--finding", "0123456789abcdef0123"], "unknown finding"),
                       (["--vehicle", "NOPE123", "--since", "2026-03-02", "--until", "2026-03-03"],
-                       "unknown vehicle"),
+                       "unknown vehicle 'NOPE123'"),
                       (["--vehicle", "FRT1A01", "--since", "2026-03-02"], "--since and --until"),
                       (["--finding", str(f["id"]), "--since", "2026-03-02"], "a finding names")):
         code = main(["collector", "export", "--config", config, *bad, "--out",
