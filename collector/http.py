@@ -208,6 +208,13 @@ def make_app(
 
         add_api(app, web)
         add_pages(app, web, Sessions())
+
+    @app.get("/vehicles/{_rest:path}", include_in_schema=False)
+    def no_such_route(_token: Caller) -> JSONResponse:
+        """A GET under /vehicles that no route above takes: 404 (without it the DELETE route
+        above would make every such path a 405). Added last: the routes above match first."""
+        return JSONResponse(status_code=404, content={"detail": "Not Found"})
+
     return app
 
 

@@ -66,6 +66,10 @@ def test_vehicle_day(server: Server) -> None:
     assert server.get(f"/vehicles/FRT1A01/days/{DAY}", server.token("operador", AZUL)).status_code == 200
     assert server.get("/vehicles/FRT1A01/days/2026-02-30", fiscal).status_code == 400
     assert server.get(f"/vehicles/bad%20id/days/{DAY}", fiscal).status_code == 400
+    # a path under /vehicles that is no route: not found (it was a 405, from the DELETE refusal)
+    for path in ("/vehicles/FRT1A01/nope", "/vehicles/FRT1A01/days/2026-03-02/x",
+                 "/vehicles/..%2F..%2Fetc/days/2026-03-02"):
+        assert server.get(path, fiscal).status_code == 404, path
     # a valid date whose next day is no date (9999-12-31 + 1) or that predates every record
     for day in ("9999-12-31", "0001-01-01"):
         assert server.get(f"/vehicles/FRT1A01/days/{day}", fiscal).status_code == 400, day
