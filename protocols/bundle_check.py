@@ -38,7 +38,8 @@ from protocols.bundle import (
 )
 from protocols.canonical import canonical
 from protocols.chain import GENESIS
-from protocols.records import RecordError, ts_to_ms
+from protocols.keyring import Keyring
+from protocols.records import RecordError, ms_to_ts, ts_to_ms
 
 #: The largest member read (bytes): 31 days of a bus at 1 Hz are about 0.75 GB of records.
 MAX_MEMBER = 2 << 30
@@ -76,6 +77,9 @@ class BundleReport:
     unchained: int = 0
     agents: dict[str, tuple[int, int]] = field(default_factory=dict)  # agent: (first, last) seq
     problems: list[Problem] = field(default_factory=list)
+    #: with a keyring: whether the signer's key was found in it, and when it was revoked
+    keyring_checked: bool = False
+    signer_revoked: str | None = None
 
     @property
     def intact(self) -> bool:
@@ -83,8 +87,11 @@ class BundleReport:
         return not self.problems
 
 
-def check_bundle(data: bytes, fleet_ca: x509.Certificate | None) -> BundleReport:
-    """Check the bundle's bytes; ``fleet_ca`` is the inspector's fleet CA (None: the bundle's)."""
+def check_bundle(data: bytes, fleet_ca: x509.Certificate | None,
+                 keyring: Keyring | None = None) -> BundleReport:
+    """Check the bundle's bytes; ``fleet_ca`` is the inspector's fleet CA (None: the bundle's);
+    ``keyring`` the fleet's keyring (checked against ``fleet_ca``): the signer's key must be in
+    it and not revoked when the manifest says the bundle was made."""
     report = BundleReport(ca_given=fleet_ca is not None)
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
@@ -118,7 +125,7 @@ def check_bundle(data: bytes, fleet_ca: x509.Certificate | None) -> BundleReport
                                        detail={"schema": manifest.get("schema")}))
         return report
     assert manifest_bytes is not None
-    _check_signature(report, manifest_bytes, members, fleet_ca)
+    _check_signature(report, manifest_bytes, members, fleet_ca, keyring)
     listed = _check_files(report, members)
     if RECORDS in listed and RECORDS in members:
         _check_records(report, members[RECORDS])
@@ -136,7 +143,7 @@ def _object(data: bytes | None) -> dict[str, Any] | None:
 
 
 def _check_signature(report: BundleReport, manifest_bytes: bytes, members: dict[str, bytes],
-                     fleet_ca: x509.Certificate | None) -> None:
+                     fleet_ca: x509.Certificate | None, keyring: Keyring | None) -> None:
     manifest = report.manifest
     if manifest.get("signed") is not True or SIGNATURE not in members:
         report.problems.append(Problem("unsigned", file=SIGNATURE))
@@ -175,6 +182,31 @@ def _check_signature(report: BundleReport, manifest_bytes: bytes, members: dict[
         raw = b""
     if not identity.verify(identity.public_key_of(cert), raw, manifest_bytes):
         report.problems.append(Problem("bad_signature", file=SIGNATURE))
+    if keyring is not None:
+        _check_keyring(report, keyring, cert_role, name, identity.public_key_of(cert))
+
+
+def _check_keyring(report: BundleReport, keyring: Keyring, role: str, name: str,
+                   key: Any) -> None:
+    """The signer's key in the fleet's keyring, not revoked when the bundle was made (a stolen
+    bus's key, revoked since, still chains to the CA). ``created`` is the signer's word: a key
+    revoked later shows as a note, the summary's, not a problem."""
+    report.keyring_checked = True
+    entry = keyring.find(role, name, identity.key_id(key))
+    if entry is None:
+        report.problems.append(Problem("signer_unknown", file=f"certs/{role}.pem"))
+        return
+    if entry.revoked_ms is None:
+        return
+    report.signer_revoked = ms_to_ts(entry.revoked_ms)
+    created = report.manifest.get("created")
+    try:
+        made = ts_to_ms(str(created))
+    except RecordError:
+        made = None
+    if made is None or made >= entry.revoked_ms:
+        report.problems.append(Problem("signer_revoked", file=f"certs/{role}.pem", detail={
+            "revoked": report.signer_revoked, "created": created}))
 
 
 def _sha256() -> Any:

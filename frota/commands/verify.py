@@ -40,7 +40,8 @@ def register(subparsers: Any) -> None:
                         help="the fleet CA certificate (default: the configuration's trust.ca_file)")
     parser.add_argument("--keyring", metavar="FILE", type=Path,
                         help="the fleet keyring (default: the configuration's trust.keyring, "
-                        "else keyring.json beside the CA)")
+                        "else keyring.json beside the CA); for a BUNDLE, its signer's key must "
+                        "be in it and not revoked before the bundle was made")
     parser.set_defaults(func=run)
 
 
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("give a BUNDLE or --db/--config, not both")
         from frota.commands.verify_bundle import run_bundle
 
-        return run_bundle(args.bundle, args.ca, args.lang)
+        return run_bundle(args.bundle, args.ca, args.lang, args.keyring)
     if args.db is None and args.config is None:
         raise UserError("give a BUNDLE to check, or --db PATH or --config FILE for a store")
     from collector.chaincheck import check_store

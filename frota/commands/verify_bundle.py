@@ -26,6 +26,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "bad_certificate": "the signer's certificate does not chain to the fleet CA: {why}",
         "wrong_signer": "certificate of {role} {name} may not sign this bundle",
         "bad_signature": "the manifest's signature does not verify (manifest changed after signing)",
+        "signer_unknown": "the signer's key is not in the fleet's keyring (--keyring)",
+        "signer_revoked": "the signer's key was revoked at {revoked}, not after the bundle was "
+                          "made ({created})",
         "file_missing": "listed in the manifest but missing",
         "file_changed": "SHA-256 or size differs from the manifest (changed after signing)",
         "file_added": "not listed in the manifest (added after signing)",
@@ -60,6 +63,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "wrong_signer": "o certificado de {role} {name} não pode assinar este pacote",
         "bad_signature": "a assinatura do manifesto não confere (manifesto alterado após a "
                          "assinatura)",
+        "signer_unknown": "a chave do signatário não consta do chaveiro da frota (--keyring)",
+        "signer_revoked": "a chave do signatário foi revogada em {revoked}, não depois de feito o "
+                          "pacote ({created})",
         "file_missing": "consta do manifesto mas falta no pacote",
         "file_changed": "SHA-256 ou tamanho diferente do manifesto (alterado após a assinatura)",
         "file_added": "não consta do manifesto (incluído após a assinatura)",
@@ -95,6 +101,9 @@ WORDS: dict[str, dict[str, str]] = {
         "outside": "{n} link(s) of records outside the period followed (their hashes are in the "
                    "signed manifest)",
         "finding": "the accident-data export of finding {id} ({rule}; {basis})",
+        "keyring": "keyring: the signer's key is the fleet's, not revoked",
+        "revoked_later": "keyring: the signer's key was revoked at {revoked}, after the bundle "
+                         "says it was made",
         "intact": "INTACT: signature, files, hash chain and sequence check out",
         "not_intact": "NOT INTACT: {n} problem(s)",
         "line": "line", "agent_word": "agent",
@@ -114,6 +123,9 @@ WORDS: dict[str, dict[str, str]] = {
                    "manifesto assinado)",
         "finding": "dados do registrador após acidente com vítimas: ocorrência {id} ({rule}; "
                    "{basis})",
+        "keyring": "chaveiro: a chave do signatário é da frota, não revogada",
+        "revoked_later": "chaveiro: a chave do signatário foi revogada em {revoked}, depois de "
+                         "feito o pacote segundo ele",
         "intact": "ÍNTEGRO: assinatura, arquivos, cadeia de hashes e sequência conferem",
         "not_intact": "NÃO ÍNTEGRO: {n} problema(s)",
         "line": "linha", "agent_word": "agente",
@@ -180,6 +192,10 @@ def render(path: str, report: BundleReport, lang: str) -> list[str]:
     if report.ca_fingerprint is not None:
         out.append(words["ca_given" if report.ca_given else "ca_own"].format(
             fp=report.ca_fingerprint))
+    codes = {p.code for p in report.problems}
+    if report.keyring_checked and not codes & {"signer_unknown", "signer_revoked"}:
+        out.append(words["keyring"] if report.signer_revoked is None else
+                   words["revoked_later"].format(revoked=report.signer_revoked))
     if m:
         out.append(words["records"].format(records=report.records, chained=report.chained,
                                            unchained=report.unchained))
@@ -195,25 +211,34 @@ def render(path: str, report: BundleReport, lang: str) -> list[str]:
     return out
 
 
-def run_bundle(path: str, ca: Path | None, lang: str) -> int:
-    """Check the bundle at ``path``; print the summary; 0 intact, 3 otherwise."""
+def run_bundle(path: str, ca: Path | None, lang: str, keyring_path: Path | None = None) -> int:
+    """Check the bundle at ``path``; print the summary; 0 intact, 3 otherwise. The keyring:
+    ``keyring_path``, else ``keyring.json`` beside ``ca`` when there is one."""
     from frota.commands.verify import NOT_INTACT
     from protocols.bundle_check import check_bundle
     from protocols.identity import IdentityError, load_cert_file
+    from protocols.keyring import load_keyring
 
     if lang not in LANGS:
         raise UserError(f"--lang {lang!r}: one of {', '.join(LANGS)}")
-    fleet_ca = None
+    fleet_ca = keyring = None
+    if keyring_path is not None and ca is None:
+        raise UserError("--keyring needs --ca (the keyring is checked against the fleet CA)")
+    if keyring_path is not None and not keyring_path.is_file():
+        raise UserError(f"no keyring at {keyring_path}")
     if ca is not None:
         try:
             fleet_ca = load_cert_file(ca)
+            beside = ca.parent / "keyring.json"
+            chosen = keyring_path or (beside if beside.is_file() else None)
+            keyring = None if chosen is None else load_keyring(chosen, fleet_ca)
         except IdentityError as err:
             raise UserError(str(err)) from err
     try:
         data = Path(path).read_bytes()
     except OSError as err:
         raise UserError(f"cannot read {path}: {err.strerror or err}") from None
-    report = check_bundle(data, fleet_ca)
+    report = check_bundle(data, fleet_ca, keyring)
     for line in render(path, report, lang):
         print(line)
     return 0 if report.intact else NOT_INTACT

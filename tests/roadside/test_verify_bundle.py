@@ -251,3 +251,36 @@ def test_a_decoy_member_of_the_same_name_is_refused(fresh: tuple[bytes, Path],
     assert _codes(data, ca_file) == [("too_large", None, None)]
     monkeypatch.setattr(bundle_check, "MAX_TOTAL", total)
     assert _codes(data, ca_file) == []
+
+
+def test_the_keyring_refuses_a_key_revoked_before_the_bundle(
+        fresh: tuple[bytes, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import io
+    import zipfile
+
+    from protocols.keyring import entry_json, write_entries
+    from protocols.records import ms_to_ts, ts_to_ms
+
+    data, ca_file = fresh
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        cert = identity.load_cert(zf.read("certs/collector.pem"), "collector")
+        made = ts_to_ms(orjson.loads(zf.read("manifest.json"))["created"])
+    hour = 3_600_000
+    cases = {"kept": ([entry_json(cert)], 0, "keyring: the signer's key is the fleet's"),
+             # a key revoked an hour before the bundle was made (a stolen bus's, say)
+             "before": ([entry_json(cert, made - hour)], 3,
+                        f"revoked at {ms_to_ts(made - hour)}, not after the bundle was made"),
+             # revoked an hour after: the bundle stands, the revocation is said
+             "after": ([entry_json(cert, made + hour)], 0,
+                       f"revoked at {ms_to_ts(made + hour)}, after the bundle says it was made"),
+             "unknown": ([], 3, "not in the fleet's keyring")}
+    for name, (entries, code, says) in cases.items():
+        keyring = tmp_path / f"{name}.json"
+        write_entries(keyring, entries)
+        assert _verify(tmp_path, data, "--ca", str(ca_file), "--keyring", str(keyring)) == code
+        assert says in capsys.readouterr().out, name
+    assert _verify(tmp_path, data, "--keyring", str(tmp_path / "kept.json")) == 1
+    assert "--keyring needs --ca" in capsys.readouterr().err
+    assert _verify(tmp_path, data, "--ca", str(ca_file), "--keyring",
+                   str(tmp_path / "none.json")) == 1
+    assert "no keyring at" in capsys.readouterr().err
