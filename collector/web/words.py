@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from collector.web.localtime import local
-from protocols.records import ts_to_ms
+from protocols.records import RecordError, ts_to_ms
 
 SEVERITY = {"infraction": "infração", "warning": "advertência", "deadline": "prazo",
             "report": "registro", "notice": "aviso"}
@@ -62,8 +63,11 @@ def when(ts: str | None, tz: ZoneInfo) -> str:
     return local(ts_to_ms(ts), tz).strftime("%d/%m %H:%M")
 
 
-def details(finding: dict[str, Any]) -> str:
-    """The finding's details as ``key: value`` pairs (what an inspector checks by hand)."""
+def details(finding: dict[str, Any], tz: ZoneInfo | None = None) -> str:
+    """The finding's details as ``key: value`` pairs (what an inspector checks by hand); with
+    ``tz`` an instant (RFC 3339, as the rules write ``due``, ``interruption_start``…) in local
+    time ``DD/MM/AAAA HH:MM:SS``, as the rest of the page, and a fraction with the decimal
+    comma."""
     parts = []
     for key, value in (finding.get("details") or {}).items():
         if isinstance(value, (dict, list)):
@@ -72,6 +76,11 @@ def details(finding: dict[str, Any]) -> str:
             value = "sim" if value else "não"
         elif value is None:
             value = "—"
+        elif tz is not None and isinstance(value, float):
+            value = repr(value).replace(".", ",")
+        elif tz is not None and isinstance(value, str) and len(value) >= 20 and value[4] == "-":
+            with suppress(RecordError):  # a text that only looks like a time: shown as it is
+                value = local(ts_to_ms(value), tz).strftime("%d/%m/%Y %H:%M:%S")
         parts.append(f"{key}: {value}")
     return "; ".join(parts)
 

@@ -103,3 +103,22 @@ def test_an_operador_closes_a_deadline_with_the_csrf_of_the_form(own_server: Ser
     stored = [line for line in own_server.store.records("FRT2B02") if '"kind":"report"' in line]
     assert len(stored) == 1
     assert finding.group(1) in stored[0]
+
+
+def test_finding_details_are_in_local_time(server: Server) -> None:
+    from zoneinfo import ZoneInfo
+
+    from collector.web import words
+
+    # 14:10:37Z is 11:10:37 in São Paulo (UTC−3, no daylight saving in 2026)
+    finding = {"details": {"due": "2026-03-03T14:10:37.000Z", "duration_min": 130.05,
+                           "cause": "breakdown", "open": True, "replacement": None,
+                           "note": "2026-03-03T99:99:99.000Z"}}
+    assert words.details(finding, ZoneInfo("America/Sao_Paulo")) == (
+        "due: 03/03/2026 11:10:37; duration_min: 130,05; cause: breakdown; open: sim; "
+        "replacement: —; note: 2026-03-03T99:99:99.000Z")
+    # the pages: no instant left in UTC among a trip's findings
+    with login(server, server.token("fiscal")) as client:
+        page = client.get("/viagem/FRT2B02/T2002-0303-1030").text
+        assert "interrupção da viagem" in page
+        assert ".000Z" not in page
