@@ -57,10 +57,15 @@ def _any(user: Token) -> Token:
 
 
 def to_csv(rows: list[MonthRow]) -> str:
-    """The rows as CSV (comma-separated, a header line, numbers with a decimal point)."""
+    """The rows as CSV (comma-separated, a header line, numbers with a decimal point,
+    ``insuficiente`` as ``sim``/``não`` — empty when the profile sets no limite — in the
+    header's language, not Python's ``True``/``False``)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_COLUMNS, lineterminator="\r\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow(asdict(row))
+        cells = asdict(row)
+        flag = cells["insuficiente"]
+        cells["insuficiente"] = "" if flag is None else ("sim" if flag else "não")
+        writer.writerow(cells)
     return out.getvalue()

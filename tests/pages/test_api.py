@@ -153,6 +153,10 @@ def test_statistics(server: Server) -> None:
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [(r["linha"], r["mes"], r["viagens"]) for r in rows] == [
         ("SP-1001", "2026-03", "2"), ("SP-2002", "2026-03", "1")]
+    # the flag in the header's language, as the JSON says it
+    yes_no = {True: "sim", False: "não", None: ""}
+    assert [r["insuficiente"] for r in rows] == [
+        yes_no[lines[n]["insuficiente"]] for n in ("SP-1001", "SP-2002")]
     # lines have no operator: an operador reads them too (docs/pages.md); nothing to not find
     assert len(server.get("/statistics", server.token("operador", AZUL)).json()["lines"]) == 2
     assert server.get("/statistics?format=xml", fiscal).status_code == 400
