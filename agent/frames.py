@@ -52,14 +52,22 @@ class FrameRuns:
         """Captured before: a run holds its number and its device time (a replaced device
         numbering from 1 again has later times than the runs of the old one: its frames are
         new)."""
-        return any(run[0] <= number <= run[1] and run[2] <= ts_ms <= run[3]
-                   for run in self.runs.get(source, {}).values())
+        runs = self.runs.get(source)
+        if runs:
+            for first, last, low, high in runs.values():
+                if first <= number <= last and low <= ts_ms <= high:
+                    return True
+        return False
 
     def note(self, source: str, number: int, ts_ms: int) -> None:
         """Add a frame just captured, merging it with the runs it touches."""
         runs = self.runs.setdefault(source, {})
         first, last, low, high = number, number, ts_ms, ts_ms
-        before = next((run for run in runs.values() if run[1] == number - 1), None)
+        before = None
+        for run in runs.values():  # the first run ending just before it
+            if run[1] == number - 1:
+                before = run
+                break
         after = runs.get(number + 1)
         if before is not None:
             first, low, high = before[0], min(low, before[2]), max(high, before[3])

@@ -141,7 +141,9 @@ class BufferWriter:
         if group.records or state is not None:
             agent = self.buffer.agent
             group.ready = [prepare(rec, agent) for rec in group.records]
-            self._hand(group)
+            self._queue.append(group)  # _hand, inline: one call a device frame in a burst
+            if not self._wake.is_set():
+                self._wake.set()
 
     def resume(self, source: str) -> None:
         """``source`` has restored its last committed state after a drop: accept its groups again."""
