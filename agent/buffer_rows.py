@@ -49,6 +49,7 @@ import orjson
 from agent.frames import FrameRuns
 from protocols.canonical import canonical
 from protocols.canonical_batch import forms
+from protocols.fields import _canonical_ts_ms
 from protocols.records import Record, RecordError, device_key, ts_to_ms
 
 log = logging.getLogger("agent.buffer")
@@ -101,7 +102,9 @@ def prepare(rec: Record, agent: str) -> Ready:
                 or not (kind.isascii() and kind.isidentifier())
                 or "agent" in rec or "seq" in rec or "prev" in rec):
             return _whole(rec)
-        ts_ms = ts_to_ms(ts)
+        ts_ms = _canonical_ts_ms(ts)  # ts_to_ms's own first step, without its call
+        if ts_ms is None:
+            ts_ms = ts_to_ms(ts)  # another offset or fraction; RecordError if not a time
         # The record's own fields in the order record_body writes them; agent, seq and prev go
         # back right after kind (sent_body). vehicle and ts are strings, so the first ',"kind":'
         # in it is the key (a '"' inside a JSON string is always escaped). A record whose first
@@ -199,17 +202,21 @@ def build_rows(
         items = [item if item[1][1] is not None else
                  (item[0], (item[1][0], ts_to_ms(item[1][0]["ts"]), item[1][0].get("device_seq"),
                             None, None)) for item in items]
-    runs = FrameRuns(conn, FrameRuns.window_of(
-        (source, ready[2]) for source, ready in items if ready[2] is not None))
+    numbers: dict[str, list[Any]] = {}  # per source, the frame numbers of the commit
+    for source, ready in items:
+        if ready[2] is not None:
+            numbers.setdefault(source, []).append(ready[2])
+    runs = FrameRuns(conn, {source: (min(got), max(got)) for source, got in numbers.items()})
     kept = _new_records(runs, items)
     # The forms, with the seqs the records get if none is dropped (one with no canonical form).
-    hashed = [i for i in kept if items[i][1][4] is not None]
+    hashed: list[int] = []
     objs: list[dict[str, Any]] = []
     for n, i in enumerate(kept):
         obj = items[i][1][4]
         if obj is not None:
             obj["seq"] = seq + n
             objs.append(obj)
+            hashed.append(i)
     made = forms(objs)
     rows: list[Row] = []
     sha256 = hashlib.sha256

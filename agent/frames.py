@@ -13,7 +13,6 @@ commit instead of four per frame (issue 16: the buffer's write speed).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 
 #: One run: [first, last, first_ms, last_ms] (a list: extended in place).
 Run = list[int]
@@ -38,15 +37,6 @@ class FrameRuns:
                 (source, low - 1, high + 1),
             ).fetchall()
             self.runs[source] = {int(a): [int(a), int(b), int(c), int(d)] for a, b, c, d in rows}
-
-    @staticmethod
-    def window_of(frames: Iterable[tuple[str, int]]) -> dict[str, tuple[int, int]]:
-        """Per source, the lowest and highest of the (source, frame number) pairs."""
-        out: dict[str, tuple[int, int]] = {}
-        for source, number in frames:
-            low, high = out.get(source, (number, number))
-            out[source] = (min(low, number), max(high, number))
-        return out
 
     def known(self, source: str, number: int, ts_ms: int) -> bool:
         """Captured before: a run holds its number and its device time (a replaced device

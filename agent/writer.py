@@ -137,10 +137,10 @@ class BufferWriter:
     def put_many(self, source: str, records: Iterable[Record], state: str | None = None) -> None:
         """Queue records from one source that belong together (one decoder feed) and its state,
         the records prepared here, in the caller's thread."""
-        group = Group(source, list(records), state)
-        if group.records or state is not None:
+        recs = list(records)
+        if recs or state is not None:
             agent = self.buffer.agent
-            group.ready = [prepare(rec, agent) for rec in group.records]
+            group = Group(source, recs, state, False, [prepare(rec, agent) for rec in recs])
             self._queue.append(group)  # _hand, inline: one call a device frame in a burst
             if not self._wake.is_set():
                 self._wake.set()
