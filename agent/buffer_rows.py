@@ -252,8 +252,9 @@ def build_rows(
                     form = canonical(obj)
                 except (RecordError, TypeError, ValueError):
                     form = None  # built whole below, which says why it is dropped
-                if form is not None and form.count(_PLACEHOLDER_PAIR) != 1:
-                    form = None  # a nested object holds the same pair: built whole
+            if form is not None and form.count(_PLACEHOLDER_PAIR) != 1:
+                form = None  # a nested object or a key ending in '"prev' holds the same
+                # pair (the first one is not prev's): built whole
         else:
             form = None
         if form is not None and sent is not None:

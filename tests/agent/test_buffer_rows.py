@@ -96,6 +96,8 @@ _record_fields = st.tuples(
 @example([({"a": {"prev": PLACEHOLDER, "seq": 0}}, "speed", "2026-03-02T14:00:01.000Z"),
           ({"kmh": 1.0}, "speed", "2026-03-02T14:00:01.000Z")], 7)
 @example([({"seq": 3, "agent": "someone", "prev": "x"}, "speed", "2026-03-02T14:00:01.000Z")], 7)
+@example([({'a"prev': PLACEHOLDER, "kmh": 1.0}, "speed", "2026-03-02T14:00:01.000Z"),
+          ({"kmh": 2.0}, "speed", "2026-03-02T14:00:02.000Z")], 7)
 def test_prepared_records_are_the_records_built_whole(
     fields: list[tuple[dict[str, Any], str, str]], seq: int
 ) -> None:
