@@ -14,12 +14,14 @@ beside the buffer (JSON: when, period, records, file, the bundle's SHA-256) and 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -29,7 +31,7 @@ from agent.buffer_rows import bodies_source
 from agent.buffer_summary import BufferReader
 from agent.config import AgentConfig
 from protocols import identity
-from protocols.bundle import BundleSigner, chains, pack
+from protocols.bundle import BundleSigner, Chains, pack_to
 from protocols.canonical import canonical
 from protocols.records import RecordError, ms_to_ts
 
@@ -82,18 +84,74 @@ def signer_of(config: AgentConfig) -> BundleSigner | None:
                         key.sign, role="vehicle")
 
 
-def _rows(reader: BufferReader, days: int) -> tuple[list[str], int | None, int | None]:
-    """The bodies from the first seq in the last ``days`` days to the last seq, and the period."""
+def _period(reader: BufferReader, days: int) -> tuple[int | None, int | None, int | None]:
+    """(since, until, the first seq whose time is in the period): None, None, None for an
+    empty buffer."""
     conn = reader.conn
     (newest,) = conn.execute("SELECT MAX(ts_ms) FROM records").fetchone()
     if newest is None:
-        return [], None, None
+        return None, None, None
     until = int(newest) + 1
     since = until - days * 86_400_000
     (first,) = conn.execute("SELECT MIN(seq) FROM records WHERE ts_ms >= ?", (since,)).fetchone()
-    bodies = [str(b) for (b,) in conn.execute(
-        f"SELECT body FROM {bodies_source(conn)} WHERE seq >= ? ORDER BY seq", (first,))]
-    return bodies, since, until
+    return since, until, int(first)
+
+
+def _lines(reader: BufferReader, first: int | None, summed: Chains,
+           counted: list[int]) -> Iterator[bytes]:
+    """The canonical lines (with their newline) of the bodies from seq ``first`` on, read from
+    the cursor one by one (never a list of millions); each counted into ``summed`` and
+    ``counted[0]``."""
+    if first is None:
+        return
+    conn = reader.conn
+    cursor = conn.execute(f"SELECT body FROM {bodies_source(conn)} WHERE seq >= ? ORDER BY seq",
+                          (first,))
+    for (body,) in cursor:
+        try:
+            rec = orjson.loads(body)
+            line = canonical(rec)
+        except (orjson.JSONDecodeError, RecordError, TypeError, ValueError) as err:
+            raise ExportError(f"a buffered record cannot be exported: {err}") from None
+        summed.add(line, rec)
+        counted[0] += 1
+        yield line + b"\n"
+
+
+def _stream(config: AgentConfig, days: int, out: BinaryIO) -> Exported:
+    """The bundle of the last ``days`` days written to ``out`` as the buffer is read; what it
+    holds (``path`` and ``sha256`` empty: the caller's)."""
+    if not 1 <= days <= MAX_DAYS:
+        raise ExportError(f"--days must be 1 to {MAX_DAYS}")
+    signer = signer_of(config)
+    summed, counted = Chains(), [0]
+    period: tuple[int | None, int | None, int | None] = (None, None, None)
+    agent_id: str | None = None
+
+    def finish() -> dict[str, Any]:
+        since, until, _ = period
+        return {
+            "vehicle": config.vehicle, "agent": agent_id, "made_by": "agent",
+            "from": None if since is None else ms_to_ts(since),
+            "to": None if until is None else ms_to_ts(until),
+            "timezone": "UTC", "created": ms_to_ts(hostclock.wall_ms()), "records": counted[0],
+            "findings": None, "record_schema": 1, "chains": summed.result(),
+        }
+
+    try:
+        with BufferReader(config.buffer.path) as reader:
+            agent_id = reader.agent()
+            period = _period(reader, days)
+            pack_to(out, [("records.jsonl", _lines(reader, period[2], summed, counted))], finish,
+                    signer)
+    except BufferError as err:
+        raise ExportError(str(err)) from None
+    except sqlite3.Error as err:  # mid-read: a buffer being replaced, a bad disk
+        raise ExportError(f"cannot read the buffer {config.buffer.path}: {err}") from None
+    seqs = [c for c in summed.result() if c["agent"] == agent_id]
+    return Exported(Path(), counted[0], seqs[0]["first_seq"] if seqs else None,
+                    seqs[0]["last_seq"] if seqs else None, period[0], period[1], "",
+                    signer is not None)
 
 
 def export(config: AgentConfig, days: int, out: Path | str) -> Exported:
@@ -102,55 +160,61 @@ def export(config: AgentConfig, days: int, out: Path | str) -> Exported:
     ``.zip`` when an earlier export of that day is there); logged. ``out`` written with a
     trailing ``/`` must be a folder that exists (a stick not mounted is not a file name)."""
     check_out(out)
-    data, made = bundle_bytes(config, days)
-    day = ms_to_ts(made.until_ms if made.until_ms is not None else hostclock.wall_ms())[:10]
-    target = out_target(out, f"frota-{config.vehicle}-{day}")
-    _write(target, data)
-    done = replace(made, path=target)
+    if not 1 <= days <= MAX_DAYS:
+        raise ExportError(f"--days must be 1 to {MAX_DAYS}")
+    folder = Path(out) if Path(out).is_dir() else Path(out).parent
+    # written as the buffer is read (31 days at 1 Hz are millions of records; a Pi has little
+    # memory), into a temporary file beside the target, named once the bundle's day is known
+    partial = folder / f".frota-{config.vehicle}-{os.getpid()}.zip.partial"
+    try:
+        try:
+            with partial.open("wb") as f:
+                made = _stream(config, days, f)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as err:
+            raise ExportError(f"cannot write in {folder}: {err.strerror or err}") from None
+        day = ms_to_ts(made.until_ms if made.until_ms is not None else hostclock.wall_ms())[:10]
+        target = out_target(out, f"frota-{config.vehicle}-{day}")
+        digest = _sha256_of(partial)
+        _publish(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    done = replace(made, path=target, sha256=digest)
     log_export(config, done, str(target))
     return done
 
 
-def _pack(config: AgentConfig, agent_id: str | None, bodies: list[str], since: int | None,
-          until: int | None, signer: BundleSigner | None, now: int) -> tuple[bytes, dict[str, Any]]:
-    """The bundle's bytes and its manifest's fields from the buffer's record bodies."""
-    lines: list[bytes] = []
-    for body in bodies:
+def _sha256_of(path: Path) -> str:
+    """A file's SHA-256, read in pieces."""
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for piece in iter(lambda: f.read(1 << 20), b""):
+            digest.update(piece)
+    return digest.hexdigest()
+
+
+def _publish(partial: Path, target: Path) -> None:
+    """Rename the synced ``partial`` to ``target`` and sync the folder."""
+    try:
+        partial.replace(target)
+        dir_fd = os.open(target.parent, os.O_RDONLY)
         try:
-            lines.append(canonical(orjson.loads(body)))
-        except (orjson.JSONDecodeError, RecordError, TypeError, ValueError) as err:
-            raise ExportError(f"a buffered record cannot be exported: {err}") from None
-    records = b"".join(line + b"\n" for line in lines)
-    manifest: dict[str, Any] = {
-        "vehicle": config.vehicle, "agent": agent_id, "made_by": "agent",
-        "from": None if since is None else ms_to_ts(since),
-        "to": None if until is None else ms_to_ts(until),
-        "timezone": "UTC", "created": ms_to_ts(now), "records": len(lines), "findings": None,
-        "record_schema": 1, "chains": chains(lines),
-    }
-    return pack({"records.jsonl": records}, manifest, signer), manifest
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as err:
+        raise ExportError(f"cannot write {target}: {err.strerror or err}") from None
 
 
 def bundle_bytes(config: AgentConfig, days: int) -> tuple[bytes, Exported]:
     """The bundle of the last ``days`` days as bytes (nothing written, nothing logged), and what
-    it holds (``path`` empty)."""
-    if not 1 <= days <= MAX_DAYS:
-        raise ExportError(f"--days must be 1 to {MAX_DAYS}")
-    signer = signer_of(config)
-    try:
-        with BufferReader(config.buffer.path) as reader:
-            agent_id = reader.agent()
-            bodies, since, until = _rows(reader, days)
-    except BufferError as err:
-        raise ExportError(str(err)) from None
-    except sqlite3.Error as err:  # mid-read: a buffer being replaced, a bad disk
-        raise ExportError(f"cannot read the buffer {config.buffer.path}: {err}") from None
-    now = hostclock.wall_ms()
-    data, manifest = _pack(config, agent_id, bodies, since, until, signer, now)
-    seqs = [c for c in manifest["chains"] if c["agent"] == agent_id]
-    return data, Exported(Path(), len(bodies), seqs[0]["first_seq"] if seqs else None,
-                          seqs[0]["last_seq"] if seqs else None, since, until,
-                          hashlib.sha256(data).hexdigest(), signer is not None)
+    it holds (``path`` empty). Only the compressed bundle is held (about 50 bytes a record), not
+    the records."""
+    out = io.BytesIO()
+    made = _stream(config, days, out)
+    data = out.getvalue()
+    return data, replace(made, sha256=hashlib.sha256(data).hexdigest())
 
 
 def check_out(out: Path | str) -> None:

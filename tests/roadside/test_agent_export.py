@@ -17,7 +17,7 @@ from agent.export import signer_of
 from frota.cli import main
 from frota.provision import fleet as provisioning
 from protocols import identity
-from protocols.bundle import pack
+from protocols.bundle import chains, pack
 from protocols.bundle_check import check_bundle
 from tests.roadside.bundles import tamper
 from tests.services import free_port
@@ -70,7 +70,13 @@ def test_an_export_of_the_last_day_verifies(bus: tuple[Path, Path], tmp_path: Pa
         manifest = json.loads(zf.read("manifest.json"))
         assert set(zf.namelist()) == {"records.jsonl", "manifest.json", "manifest.sig",
                                       "certs/vehicle.pem", "certs/ca.pem"}
+        lines = zf.read("records.jsonl").splitlines()
     assert (manifest["vehicle"], manifest["made_by"], manifest["records"]) == (BUS, "agent", 24)
+    # written as the buffer is read (never whole in memory): the records are frames 48..71 h in
+    # seq order (49..72), and the manifest's chains are those the whole lines give
+    assert [json.loads(line)["seq"] for line in lines] == list(range(49, 73))
+    assert manifest["chains"] == chains(lines)
+    assert manifest["chains"][0]["first_prev"] == json.loads(lines[0])["prev"]
     assert manifest["to"] == "2026-03-05T13:00:00.001Z"
     # every export logged beside the buffer
     (entry,) = [json.loads(line) for line in
