@@ -8,6 +8,12 @@ Unplugging closes the master (and the simulator's handle on the slave): the read
 fails (EIO, or pyserial's "device reports readiness to read but returned no data"), as when a USB
 adapter is pulled. Replugging opens a new pair; the reader must reopen the (link) path.
 
+A port is shared by threads (a device's thread writes while a test or a scenario unplugs it):
+one lock makes open, unplug, read and each write to the descriptor whole steps, so a write never
+reaches a descriptor closed (or, worse, reused by another file) under it; bytes not yet written
+when the port is unplugged are lost, as on a cable pulled out. The line's pacing sleeps outside
+the lock.
+
 The standard library has the pty primitives (``os.openpty``, ``tty.setraw``); no serial library
 simulates a device end, so this small wrapper is written here.
 """
@@ -19,6 +25,7 @@ import errno
 import logging
 import os
 import select
+import threading
 import time
 import tty
 from pathlib import Path
@@ -48,6 +55,8 @@ class PtyPort:
         self.overrun_bytes = 0
         self.opens = 0
         """How many times the port was opened (1 + replugs)."""
+        # Reentrant: close() unplugs under it.
+        self._lock = threading.RLock()
 
     @property
     def path(self) -> str:
@@ -63,6 +72,10 @@ class PtyPort:
 
     def open(self) -> str:
         """Open a new pty pair in raw mode, point the link at it and return :attr:`path`."""
+        with self._lock:
+            return self._open()
+
+    def _open(self) -> str:
         master, slave = os.openpty()
         tty.setraw(slave)
         os.set_blocking(master, False)
@@ -81,6 +94,10 @@ class PtyPort:
 
     def unplug(self) -> None:
         """Close the pty (the reader sees a hangup); the link is left dangling."""
+        with self._lock:
+            self._unplug()
+
+    def _unplug(self) -> None:
         for fd in (self.master, self._slave):
             if fd is not None:
                 with contextlib.suppress(OSError):
@@ -124,15 +141,21 @@ class PtyPort:
 
     def read(self) -> bytes:
         """Everything the reader has sent since the last call (never blocks)."""
+        with self._lock:
+            return self._read()
+
+    def _read(self) -> bytes:
         self._pull()
         data = bytes(self._inbox)
         self._inbox.clear()
         return data
 
     def write(self, data: bytes) -> int:
-        """Send ``data`` at the line rate; bytes the reader never drains are lost (an overrun)."""
+        """Send ``data`` at the line rate; bytes the reader never drains are lost (an overrun),
+        and so are those not yet sent when the port is unplugged (the cable pulled mid-frame)."""
         if self.master is None or not data:
             return 0
+        opened = self.opens  # a replug mid-frame must not carry the frame's tail to the new pty
         now = time.monotonic()
         if self._line_free_at > now:  # the previous bytes are still on the wire
             time.sleep(self._line_free_at - now)
@@ -142,19 +165,24 @@ class PtyPort:
         deadline = time.monotonic() + patience
         sent = 0
         while sent < len(view):
-            try:
-                sent += os.write(self.master, view[sent:])
-                continue
-            except BlockingIOError:
-                pass
+            with self._lock:  # the descriptor is checked and used in one step (see the module)
+                fd = self.master
+                if fd is None or self.opens != opened:
+                    break  # unplugged under the write: the rest never reaches the reader
+                try:
+                    sent += os.write(fd, view[sent:])
+                    continue
+                except BlockingIOError:
+                    pass
+                self._pull()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 # Nobody drains the line: a real UART would keep transmitting into the void.
                 self.overrun_bytes += len(view) - sent
                 self._deaf_until = time.monotonic() + 1.0
                 break
-            self._pull()
-            select.select([], [self.master], [], min(remaining, 0.05))
+            with contextlib.suppress(OSError, ValueError):  # closed meanwhile: seen above
+                select.select([], [fd], [], min(remaining, 0.05))
         self.bytes_written += sent
         self._line_free_at = max(time.monotonic(), self._line_free_at) + self.transmit_seconds(
             len(data)
