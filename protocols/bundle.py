@@ -32,6 +32,8 @@ RECORDS: Final = "records.jsonl"
 MANIFEST: Final = "manifest.json"
 SIGNATURE: Final = "manifest.sig"
 CA_CERT: Final = "certs/ca.pem"
+#: How many bytes of a streamed file :func:`pack_to` gathers before writing them to the ZIP.
+_WRITE_BYTES: Final = 1 << 20
 #: Roles whose certified key may sign a bundle.
 SIGNER_ROLES: Final = ("collector", "vehicle")
 
@@ -109,10 +111,20 @@ def pack_to(out: BinaryIO, files: Iterable[tuple[str, Iterable[bytes]]],
         for name, chunks in files:
             digest, size = hashlib.sha256(), 0
             with zf.open(name, "w", force_zip64=True) as member:
-                for chunk in chunks:
-                    member.write(chunk)
-                    digest.update(chunk)
-                    size += len(chunk)
+                pending: list[bytes] = []   # chunks (a record's line) gathered into ~1 MiB
+                held = 0                    # writes: one per line costs the ZIP's CRC and
+                for chunk in chunks:        # deflate calls more than the lines themselves
+                    pending.append(chunk)
+                    held += len(chunk)
+                    if held >= _WRITE_BYTES:
+                        block = b"".join(pending)
+                        member.write(block)
+                        digest.update(block)
+                        size, pending, held = size + len(block), [], 0
+                block = b"".join(pending)
+                member.write(block)
+                digest.update(block)
+                size += len(block)
             listed.append({"name": name, "bytes": size, "sha256": digest.hexdigest()})
         manifest = {**finish(), "schema": BUNDLE_SCHEMA, "kind": KIND,
                     "signed": signer is not None, "files": listed}

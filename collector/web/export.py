@@ -20,7 +20,9 @@ with ``frota verify BUNDLE`` (``protocols/bundle_check.py``).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
+import io
+from collections.abc import Iterable, Iterator
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import orjson
@@ -29,7 +31,7 @@ from collector.bundle_links import outside_links
 from collector.web import dayview, svg
 from collector.web.context import Filters, Web
 from collector.web.localtime import FIRST_DAY, LAST_DAY, Day, local
-from protocols.bundle import BUNDLE_SCHEMA, BundleSigner, chains, pack
+from protocols.bundle import BUNDLE_SCHEMA, BundleSigner, Chains, pack_to
 from protocols.canonical import canonical, jcs
 from protocols.records import ms_to_ts, ts_to_ms
 
@@ -62,46 +64,57 @@ def check_period(since_ms: int, until_ms: int) -> None:
 def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
            signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None = None) -> bytes:
     """The ZIP bytes of the bundle (the caller has checked the vehicle and the period);
-    ``extra``: more manifest fields (the accident-data export's ``finding``)."""
+    ``extra``: more manifest fields (the accident-data export's ``finding``). The records are
+    written into the ZIP as the store yields them (``pack_to``): what is held is the compressed
+    bundle and each agent's seqs, not every record's text and line (31 days at 1 Hz are
+    millions)."""
     check_period(since_ms, until_ms)
-    files: dict[str, bytes] = {}
-    lines = [canonical(orjson.loads(text)) for text in web.store.records(vehicle, since_ms, until_ms)]
-    files["records.jsonl"] = b"".join(line + b"\n" for line in lines)
+    summed, counted = Chains(), [0]
+    seqs: dict[str, set[int]] = {}  # each agent's seqs in the bundle (for the outside links)
+
+    def record_lines() -> Iterator[bytes]:
+        for text in web.store.records(vehicle, since_ms, until_ms):
+            rec = orjson.loads(text)
+            line = canonical(rec)
+            summed.add(line, rec)
+            counted[0] += 1
+            if isinstance(rec.get("agent"), str) and type(rec.get("seq")) is int:
+                seqs.setdefault(rec["agent"], set()).add(rec["seq"])
+            yield line + b"\n"
+
     found, as_of = web.findings(user, Filters(vehicle=vehicle, since_ms=since_ms, until_ms=until_ms))
-    files["findings.jsonl"] = b"".join(jcs(f) + b"\n" for f in found)
     tz = web.zone(vehicle)
-    day = local(since_ms, tz).date()
-    last = local(until_ms - 1, tz).date()
     registry = web.registry()
-    while day <= last:
+
+    def disc(day: date) -> Iterator[bytes]:  # drawn when the ZIP comes to it
         d = dayview.vehicle_day(web.store, registry, vehicle, Day.of(day, tz), web.stop_kmh)
-        files[f"disco-{day.isoformat()}.svg"] = svg.disc(d).encode()
+        yield svg.disc(d).encode()
+
+    files: list[tuple[str, Iterable[bytes]]] = [
+        ("records.jsonl", record_lines()), ("findings.jsonl", [jcs(f) + b"\n" for f in found])]
+    day, last = local(since_ms, tz).date(), local(until_ms - 1, tz).date()
+    while day <= last:
+        files.append((f"disco-{day.isoformat()}.svg", disc(day)))
         day += timedelta(days=1)
-    manifest: dict[str, Any] = {
-        "vehicle": vehicle, "from": ms_to_ts(since_ms), "to": ms_to_ts(until_ms),
-        "timezone": tz.key, "created": ms_to_ts(now_ms), "records": len(lines),
-        "findings": len(found), "findings_as_of": None if as_of is None else ms_to_ts(as_of),
-        "record_schema": 1, "chains": chains(lines),
-    }
-    manifest["outside"] = outside_links(web.store, vehicle, manifest["chains"], _seqs(lines))
-    manifest.update(extra or {})
-    return pack(files, manifest, signer)
 
+    def finish() -> dict[str, Any]:
+        manifest: dict[str, Any] = {
+            "vehicle": vehicle, "from": ms_to_ts(since_ms), "to": ms_to_ts(until_ms),
+            "timezone": tz.key, "created": ms_to_ts(now_ms), "records": counted[0],
+            "findings": len(found), "findings_as_of": None if as_of is None else ms_to_ts(as_of),
+            "record_schema": 1, "chains": summed.result(),
+        }
+        manifest["outside"] = outside_links(web.store, vehicle, manifest["chains"], seqs)
+        manifest.update(extra or {})
+        return manifest
 
-def _seqs(lines: list[bytes]) -> dict[str, set[int]]:
-    """Each agent's seqs among the record lines."""
-    out: dict[str, set[int]] = {}
-    for line in lines:
-        rec = orjson.loads(line)
-        if isinstance(rec.get("agent"), str) and type(rec.get("seq")) is int:
-            out.setdefault(rec["agent"], set()).add(rec["seq"])
-    return out
+    out = io.BytesIO()
+    pack_to(out, files, finish, signer)
+    return out.getvalue()
 
 
 def day_period(web: Web, vehicle: str, day_text: str) -> tuple[int, int]:
     """The local day ``AAAA-MM-DD`` of the vehicle as (since, until) ms."""
-    from datetime import date
-
     d = Day.of(date.fromisoformat(day_text), web.zone(vehicle))
     return d.lo_ms, d.hi_ms
 
