@@ -88,7 +88,7 @@ def add_pages(app: FastAPI, web: Web, sessions: Sessions) -> None:
     def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Response:
         sessions.check_csrf(request, csrf)
         redirect = RedirectResponse("/entrar", status_code=303)
-        sessions.logout(redirect)
+        sessions.logout(request, redirect)
         return redirect
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hmac
 import secrets
+import threading
+import time
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, Response
@@ -33,23 +35,33 @@ class Sessions:
         secret = key if key is not None else secrets.token_bytes(32)
         self._session = URLSafeTimedSerializer(secret, salt="frota-sessao")
         self._csrf = URLSafeTimedSerializer(secret, salt="frota-csrf")
+        #: sessions ended by "Sair" (id: when), kept until their cookie would have expired: a
+        #: copy of the cookie must not outlive the logout
+        self._ended: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     def login(self, response: Response, token: Token, secure: bool) -> None:
-        """Set the session cookie for a checked token."""
-        response.set_cookie(SESSION_COOKIE, self._session.dumps({"t": token.id}),
-                            max_age=SESSION_MAX_AGE_S, httponly=True, samesite="strict",
-                            secure=secure)
+        """Set the session cookie for a checked token (with an id of its own, for the logout)."""
+        cookie = self._session.dumps({"t": token.id, "s": secrets.token_urlsafe(16)})
+        response.set_cookie(SESSION_COOKIE, cookie, max_age=SESSION_MAX_AGE_S, httponly=True,
+                            samesite="strict", secure=secure)
 
-    @staticmethod
-    def logout(response: Response) -> None:
-        """Drop the session cookie."""
+    def logout(self, request: Request, response: Response) -> None:
+        """End the request's session (its cookie refused from now on, wherever it was copied)
+        and drop the cookie."""
+        data = self._data(request)
+        now = time.monotonic()
+        with self._lock:
+            for ended, when in list(self._ended.items()):
+                if now - when > SESSION_MAX_AGE_S:
+                    del self._ended[ended]
+            sid = None if data is None else data.get("s")
+            if isinstance(sid, str):
+                self._ended[sid] = now
         response.delete_cookie(SESSION_COOKIE)
 
-    def user(self, request: Request) -> Token | None:
-        """The token of the request's session (None: not logged in, or token removed)."""
-        access: Access | None = request.app.state.access
-        if access is None:
-            return OPEN
+    def _data(self, request: Request) -> dict[str, object] | None:
+        """The session cookie's signed content (None: no cookie, forged or expired)."""
         raw = request.cookies.get(SESSION_COOKIE)
         if raw is None:
             return None
@@ -57,7 +69,20 @@ class Sessions:
             data = self._session.loads(raw, max_age=SESSION_MAX_AGE_S)
         except BadSignature:
             return None
-        token_id = data.get("t") if isinstance(data, dict) else None
+        return data if isinstance(data, dict) else None
+
+    def user(self, request: Request) -> Token | None:
+        """The token of the request's session (None: not logged in, or token removed)."""
+        access: Access | None = request.app.state.access
+        if access is None:
+            return OPEN
+        data = self._data(request)
+        if data is None:
+            return None
+        with self._lock:
+            if data.get("s") in self._ended:
+                return None
+        token_id = data.get("t")
         return next((t for t in access.tokens.all() if t.id == token_id), None)
 
     def csrf(self, request: Request) -> str:

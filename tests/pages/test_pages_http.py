@@ -66,6 +66,19 @@ def test_a_removed_token_ends_the_session(server: Server) -> None:
             assert forged.get("/").status_code == 303
 
 
+def test_logging_out_ends_the_session_wherever_its_cookie_was_copied(server: Server) -> None:
+    with login(server, server.token("fiscal")) as client:
+        copied = client.cookies["frota_sessao"]
+        assert client.get("/").status_code == 200
+        assert client.post("/sair", data={"csrf": _csrf(client.get("/").text)}).status_code == 303
+        with httpx.Client(base_url=server.base, timeout=30,
+                          cookies={"frota_sessao": copied}) as other:
+            assert other.get("/").status_code == 303      # to the login: the session ended
+    # another session of the same token is not ended by it
+    with login(server, server.token("fiscal")) as client:
+        assert client.get("/").status_code == 200
+
+
 def test_an_operador_sees_its_fleet_only(server: Server) -> None:
     with login(server, server.token("operador", AZUL)) as client:
         home = client.get("/").text
