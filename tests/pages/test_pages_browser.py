@@ -115,6 +115,14 @@ def test_disco_do_dia_of_sp_clean(logged_in: WebDriver, server: Server) -> None:
     assert len(rings) == 8                  # 0, 20, ..., 140 km/h
     assert logged_in.find_elements(By.CSS_SELECTOR, "svg.disco path.em-movimento")
     assert "Disco do dia — FRT1A01, 02/03/2026" in text
+    # printable: the print CSS leaves out the navigation and the forms, keeps the disc
+    logged_in.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
+    try:
+        assert not logged_in.find_element(By.TAG_NAME, "header").is_displayed()
+        assert not any(f.is_displayed() for f in logged_in.find_elements(By.TAG_NAME, "form"))
+        assert logged_in.find_element(By.CSS_SELECTOR, "svg.disco").is_displayed()
+    finally:
+        logged_in.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
 
 
 def test_jornada_of_a_driver_who_changed_buses(logged_in: WebDriver, server: Server) -> None:
