@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from datetime import date
 from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo
 
 from fastapi import FastAPI, HTTPException, Path, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -16,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from collector.entries import entries as operator_entries
 from collector.http import Caller
+from collector.localtime import LocalTimeError, person_time_ms
 from collector.store import StoreError
 from collector.web import accident, dayview, export, stats, tripview
 from collector.web.context import Filters, NotFoundError, Web
@@ -25,10 +27,8 @@ from collector.web.overview import fleet_rows
 from protocols.records import (
     MAX_REASON_CHARS,
     VEHICLE_ID_PATTERN,
-    RecordError,
     ms_to_ts,
     now_ms,
-    ts_to_ms,
 )
 
 log = logging.getLogger(__name__)
@@ -57,14 +57,14 @@ def _missing(err: NotFoundError) -> HTTPException:
     return HTTPException(status_code=404, detail=str(err))
 
 
-def _ts(name: str, value: str | None) -> int | None:
+def _when(name: str, value: str | None, zone: ZoneInfo) -> int | None:
+    """A query's time typed by a person: RFC 3339, or a date (its first instant in ``zone``)."""
     if value is None:
         return None
     try:
-        return ts_to_ms(value)
-    except RecordError:
-        raise HTTPException(status_code=400,
-                            detail=f"query {name}: {value!r} is not an RFC 3339 timestamp") from None
+        return person_time_ms(value, zone)
+    except LocalTimeError as err:
+        raise HTTPException(status_code=400, detail=f"query {name}: {err}") from None
 
 
 def _ms(ms: int | None) -> str | None:
@@ -168,9 +168,9 @@ def add_api(app: FastAPI, web: Web) -> None:
         open: bool = False,
     ) -> JSONResponse:
         """The stored findings (the *Ocorrências*), filtered: ``since`` keeps those open or
-        ending at or after it, ``until`` those starting before it; ``open`` only open ones."""
-        f = Filters(vehicle, driver, rule, severity, profile, trip, _ts("since", since),
-                    _ts("until", until), open)
+        ending at or after it, ``until`` those starting before it (RFC 3339, or a date: that
+        local day's first instant, in the vehicle's time zone, else the default profile's, as
+        ``frota collector findings --since``); ``open`` only open ones."""
         try:
             if vehicle is not None:
                 web.check_vehicle(token, vehicle)
@@ -178,6 +178,9 @@ def add_api(app: FastAPI, web: Web) -> None:
                 web.check_driver(driver)
         except NotFoundError as err:
             raise _missing(err) from None
+        zone = web.zone(vehicle)
+        f = Filters(vehicle, driver, rule, severity, profile, trip, _when("since", since, zone),
+                    _when("until", until, zone), open)
         found, as_of = web.findings(token, f)
         return JSONResponse({"as_of": _ms(as_of), "findings": found})
 

@@ -140,6 +140,13 @@ def test_findings_filters(server: Server) -> None:
     assert [f["rule"] for f in server.get("/findings", azul).json()["findings"]] == []
     assert server.get("/findings?severity=grave", fiscal).status_code == 400
     assert server.get("/findings?since=yesterday", fiscal).status_code == 400
+    # a date is its local day's first instant (São Paulo, UTC−3), as the CLI's --since: until
+    # 03/03 00:00 local (03:00Z) keeps the month's indexes (from 01/03) and not the breakdown
+    # of 03/03 at 11:10 local
+    dated = server.get("/findings?until=2026-03-03", fiscal).json()["findings"]
+    assert [f["rule"] for f in dated] == ["occupancy.index", "occupancy.index"]
+    assert server.get("/findings?since=2026-03-04&rule=trip.interruption",
+                      fiscal).json()["findings"] == []
 
 
 def test_statistics(server: Server) -> None:
