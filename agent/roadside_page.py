@@ -82,6 +82,7 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(
         '<!doctype html><html lang="pt-BR"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<link rel="icon" href="data:,">'  # no /favicon.ico request (a 404 on the phone's console)
         f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:1em;"
         "max-width:40em}svg{max-width:100%;height:auto}td{padding:.2em .6em}</style></head>"
         f"<body><h1>{html.escape(title)}</h1>{body}</body></html>", status_code=status)
@@ -163,7 +164,7 @@ def make_app(config: AgentConfig, fleet_ca: x509.Certificate, zone: ZoneInfo,
                 ("Fiscal", f"{g.inspector} (token válido até {stamp(g.expires_ms, zone)})")]
         table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
                         for k, v in rows)
-        body = (f"<table>{table}</table><h2>Disco do dia {local(newest, zone).date().isoformat()}"
+        body = (f"<table>{table}</table><h2>Disco do dia {local(newest, zone):%d/%m/%Y}"
                 f"</h2>{svg.disc(d)}<p><a href=\"/pacote?t={q}\">Baixar o pacote assinado (últimas "
                 "24 h)</a> — confira com <code>frota verify PACOTE --ca ca.crt</code>.</p>")
         return _page(f"Veículo {vehicle}", body)

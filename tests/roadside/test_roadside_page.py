@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -29,6 +30,7 @@ from frota.provision import fleet as provisioning
 from protocols import identity
 from protocols.bundle_check import check_bundle
 from protocols.inspector_token import TokenError, check, issue
+from tests.pages.test_pages_browser import browser, page_ok  # noqa: F401 (a fixture)
 from tests.services import free_port, serve_app
 from tests.trust.broker import broker_user
 from tests.trust.fleet import speed
@@ -155,6 +157,7 @@ def test_the_page_needs_a_token_and_shows_the_day(page: tuple[str, Fleet, list[i
     # period the 24 h before it; the token (T0 + 4 h) expires at 15:00 local
     assert "01/03/2026 11:59:00 a 02/03/2026 11:59:00 (últimas 24 h" in text
     assert "token válido até 02/03/2026 15:00:00" in text
+    assert "<h2>Disco do dia 02/03/2026</h2>" in text
     assert re.search(r"Distância no dia</th><td>\d+,\d km", text)
     zipped = httpx.get(base + "/pacote", params={"t": token}, timeout=30)
     assert zipped.status_code == 200
@@ -168,6 +171,22 @@ def test_the_page_needs_a_token_and_shows_the_day(page: tuple[str, Fleet, list[i
     assert reads == ["page", "bundle"]
     (export,) = (folder / "exports.log").read_text().splitlines()
     assert json.loads(export)["to"].startswith("inspector Ana")
+
+
+def test_the_page_fits_a_phone_in_chromium(browser: Any,  # noqa: F811
+                                           page: tuple[str, Fleet, list[int]]) -> None:
+    """The inspector's phone: no console error, nothing wider than 390 px (screenshots
+    roadside-390.png and -1280.png beside the collector pages')."""
+    from types import SimpleNamespace
+    from urllib.parse import quote
+
+    base, fleet, _ = page
+    ckey, ccert = _collector_key(fleet)
+    token = issue(ckey, ccert, "Ana", [BUS], T0, 4)
+    server: Any = SimpleNamespace(base=base)
+    text = page_ok(browser, server, f"/?t={quote(token, safe='')}", "roadside")
+    assert "Veículo ABC1D23" in text
+    assert "90 km/h" in text                  # the top of 60 + m % 31 over m < 60 (m = 30)
 
 
 def test_an_expired_token_stays_expired_on_a_pi_that_booted_in_the_past(
