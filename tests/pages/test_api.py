@@ -173,7 +173,10 @@ def test_openapi_describes_the_routes(server: Server) -> None:
     spec = server.get("/openapi.json", server.token("admin")).json()
     assert {"/vehicles", "/vehicles/{vehicle}/days/{day}", "/drivers/{driver}/days/{day}",
             "/vehicles/{vehicle}/trips/{trip}", "/findings", "/findings/{finding}/report",
-            "/statistics"} <= set(spec["paths"])
+            "/statistics", "/vehicles/{vehicle}/bundle", "/findings/{finding}/bundle",
+            "/vehicles/{vehicle}/entries",
+            "/vehicles/{vehicle}/entries/{seq}/withdrawal"} <= set(spec["paths"])
+    assert "/vehicles/{_rest}" not in spec["paths"]      # the catch-alls are not routes to call
     assert not any(p.startswith(("/disco", "/jornada", "/entrar")) for p in spec["paths"])
 
 
