@@ -14,6 +14,7 @@ as the collector's store would. No TLS here: see docs/roadside.md, "Where TLS en
 from __future__ import annotations
 
 import html
+import ipaddress
 import logging
 import sqlite3
 from collections.abc import Callable
@@ -197,6 +198,24 @@ def make_app(config: AgentConfig, fleet_ca: x509.Certificate, zone: ZoneInfo,
     return app
 
 
+def listen_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` of ``--listen`` (ValueError says what is wrong). Every interface
+    (``0.0.0.0``, ``::``) is refused: the page belongs on the bus's local network only, never
+    on the cellular modem's address (docs/roadside.md, "Where TLS ends")."""
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--listen {text!r} is not HOST:PORT")
+    try:
+        wildcard = ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        wildcard = False           # a host name: resolved by the server, as given
+    if wildcard:
+        raise ValueError(f"--listen {text!r} is every interface, the cellular modem's too: give "
+                         "the address of the bus's local network (its Wi-Fi)")
+    return host, int(port)
+
+
 def serve(config: AgentConfig, fleet_ca: x509.Certificate, zone: ZoneInfo, host: str,
           port: int) -> None:
     """Serve the page until SIGTERM/SIGINT."""
@@ -205,4 +224,4 @@ def serve(config: AgentConfig, fleet_ca: x509.Certificate, zone: ZoneInfo, host:
     uvicorn.run(make_app(config, fleet_ca, zone), host=host, port=port, log_level="warning")
 
 
-__all__ = ["ROADSIDE_LOG", "BufferDay", "make_app", "serve"]
+__all__ = ["ROADSIDE_LOG", "BufferDay", "listen_address", "make_app", "serve"]

@@ -251,7 +251,7 @@ def page(args: argparse.Namespace) -> int:
 
     from agent import logsetup
     from agent.config import ConfigError, load_config
-    from agent.roadside_page import serve
+    from agent.roadside_page import listen_address, serve
     from protocols.identity import IdentityError, load_cert_file
 
     logsetup.configure(level=args.log_level)
@@ -271,8 +271,9 @@ def page(args: argparse.Namespace) -> int:
         zone = ZoneInfo(args.timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise UserError(f"--timezone {args.timezone!r} is not a time zone") from None
-    host, _, port = args.listen.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UserError(f"--listen {args.listen!r} is not HOST:PORT")
-    serve(config, fleet_ca, zone, host.strip("[]"), int(port))
+    try:
+        host, port = listen_address(args.listen)
+    except ValueError as err:
+        raise UserError(str(err)) from None
+    serve(config, fleet_ca, zone, host, port)
     return 0

@@ -207,5 +207,9 @@ def test_page_options_are_checked_before_serving(fleet: Fleet,
     base = ["agent", "page", "--config", str(fleet.agent_toml)]
     assert main([*base, "--listen", "8080"]) == 1
     assert "--listen '8080' is not HOST:PORT" in capsys.readouterr().err
+    # every interface would put the page on the cellular modem's address too
+    for wildcard in ("0.0.0.0:8080", "[::]:8080"):
+        assert main([*base, "--listen", wildcard]) == 1
+        assert "every interface" in capsys.readouterr().err
     assert main([*base, "--listen", "127.0.0.1:8080", "--timezone", "Mars/Olympus"]) == 1
     assert "is not a time zone" in capsys.readouterr().err
