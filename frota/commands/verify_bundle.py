@@ -26,7 +26,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "bad_certificate": "the signer's certificate does not chain to the fleet CA: {why}",
         "wrong_signer": "certificate of {role} {name} may not sign this bundle",
         "bad_signature": "the manifest's signature does not verify (manifest changed after signing)",
-        "signer_unknown": "the signer's key is not in the fleet's keyring (--keyring)",
+        "signer_unknown": "the signer's key is not in the keyring (--keyring, or keyring.json "
+                          "beside --ca): a key the fleet never registered, or a keyring older "
+                          "than the key",
         "signer_revoked": "the signer's key was revoked at {revoked}, not after the bundle was "
                           "made ({created})",
         "file_missing": "listed in the manifest but missing",
@@ -63,7 +65,9 @@ MESSAGES: dict[str, dict[str, str]] = {
         "wrong_signer": "o certificado de {role} {name} não pode assinar este pacote",
         "bad_signature": "a assinatura do manifesto não confere (manifesto alterado após a "
                          "assinatura)",
-        "signer_unknown": "a chave do signatário não consta do chaveiro da frota (--keyring)",
+        "signer_unknown": "a chave do signatário não consta do chaveiro (--keyring, ou "
+                          "keyring.json ao lado de --ca): chave que a frota nunca registrou, ou "
+                          "chaveiro mais antigo que a chave",
         "signer_revoked": "a chave do signatário foi revogada em {revoked}, não depois de feito o "
                           "pacote ({created})",
         "file_missing": "consta do manifesto mas falta no pacote",

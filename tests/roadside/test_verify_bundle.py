@@ -273,7 +273,7 @@ def test_the_keyring_refuses_a_key_revoked_before_the_bundle(
              # revoked an hour after: the bundle stands, the revocation is said
              "after": ([entry_json(cert, made + hour)], 0,
                        f"revoked at {ms_to_ts(made + hour)}, after the bundle says it was made"),
-             "unknown": ([], 3, "not in the fleet's keyring")}
+             "unknown": ([], 3, "is not in the keyring")}
     for name, (entries, code, says) in cases.items():
         keyring = tmp_path / f"{name}.json"
         write_entries(keyring, entries)
