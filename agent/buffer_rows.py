@@ -41,7 +41,8 @@ import hashlib
 import logging
 import sqlite3
 from binascii import hexlify
-from itertools import chain, islice
+from itertools import chain, islice, repeat
+from operator import itemgetter
 from typing import Any, Final
 
 import orjson
@@ -116,6 +117,10 @@ def prepare(rec: Record, agent: str) -> Ready:
         return _whole(rec)
     return (rec, ts_ms, rec.get("device_seq"), sent,
             {**rec, "agent": agent, "seq": 0, "prev": PLACEHOLDER})
+
+
+_first, _second, _third, _fourth = (itemgetter(n) for n in range(4))
+_kind = itemgetter("kind")
 
 
 #: The columns of a row, in :data:`Row`'s order.
@@ -227,18 +232,23 @@ def build_rows(
         # Every record split and flat (the usual commit): its form has the seq it gets and the
         # placeholder's pair once (each has it at least once: the count over the commit says
         # none has it twice), so the chain is one tight loop.
-        append = rows.append
+        # Only the hashes are a loop; the rows are zipped from the columns (in C).
+        chained = [prev_raw]
+        append = chained.append
         pair = _PAIR_OPEN + prev_hex + b'"'
-        for i, form in zip(kept, made, strict=True):
-            source, (rec, ts_ms, device_seq, sent, _) = items[i]
+        for form in made:
             digest = sha256(form.replace(_PLACEHOLDER_PAIR, pair, 1)).digest()  # type: ignore[union-attr]
-            append((seq, ts_ms, rec["kind"], source, device_seq, sent, now, None,  # type: ignore[arg-type]
-                    prev_raw))
-            seq += 1
-            prev_raw = digest
+            append(digest)
             pair = _PAIR_OPEN + hexlify(digest) + b'"'
+        last = chained.pop()
+        new = list(map(items.__getitem__, kept))
+        readies: list[Ready] = list(map(_second, new))
+        rows = list(zip(range(seq, seq + len(new)), map(_second, readies),
+                        map(_kind, map(_first, readies)), map(_first, new), map(_third, readies),
+                        map(_fourth, readies), repeat(now, len(new)), repeat(None, len(new)),
+                        chained, strict=True))
         runs.save()
-        return rows, hexlify(prev_raw).decode()
+        return rows, hexlify(last).decode()
     canonical_forms: dict[int, bytes | None] = dict(zip(hashed, made, strict=True))
     for i in kept:
         source, (rec, ts_ms, device_seq, sent, obj) = items[i]
