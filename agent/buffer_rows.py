@@ -41,6 +41,7 @@ import hashlib
 import logging
 import sqlite3
 from binascii import hexlify
+from collections import deque
 from itertools import chain, islice, repeat
 from operator import itemgetter
 from typing import Any, Final
@@ -119,8 +120,9 @@ def prepare(rec: Record, agent: str) -> Ready:
             {**rec, "agent": agent, "seq": 0, "prev": PLACEHOLDER})
 
 
-_first, _second, _third, _fourth = (itemgetter(n) for n in range(4))
+_first, _second, _third, _fourth, _fifth = (itemgetter(n) for n in range(5))
 _kind = itemgetter("kind")
+_set = dict.__setitem__
 
 
 #: The columns of a row, in :data:`Row`'s order.
@@ -214,14 +216,21 @@ def build_rows(
     runs = FrameRuns(conn, {source: (min(got), max(got)) for source, got in numbers.items()})
     kept = _new_records(runs, items)
     # The forms, with the seqs the records get if none is dropped (one with no canonical form).
-    hashed: list[int] = []
-    objs: list[dict[str, Any]] = []
-    for n, i in enumerate(kept):
-        obj = items[i][1][4]
-        if obj is not None:
-            obj["seq"] = seq + n
-            objs.append(obj)
-            hashed.append(i)
+    new = list(map(items.__getitem__, kept))
+    readies: list[Ready] = list(map(_second, new))
+    objs: list[Any] = list(map(_fifth, readies))
+    if None not in objs:  # every record split (the usual commit): its seq set in C
+        hashed = kept
+        deque(map(_set, objs, repeat("seq"), range(seq, seq + len(objs))), maxlen=0)
+    else:
+        hashed = []
+        objs = []
+        for n, i in enumerate(kept):
+            obj = items[i][1][4]
+            if obj is not None:
+                obj["seq"] = seq + n
+                objs.append(obj)
+                hashed.append(i)
     made = forms(objs)
     rows: list[Row] = []
     sha256 = hashlib.sha256
@@ -241,8 +250,6 @@ def build_rows(
             append(digest)
             pair = _PAIR_OPEN + hexlify(digest) + b'"'
         last = chained.pop()
-        new = list(map(items.__getitem__, kept))
-        readies: list[Ready] = list(map(_second, new))
         rows = list(zip(range(seq, seq + len(new)), map(_second, readies),
                         map(_kind, map(_first, readies)), map(_first, new), map(_third, readies),
                         map(_fourth, readies), repeat(now, len(new)), repeat(None, len(new)),
