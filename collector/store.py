@@ -298,7 +298,10 @@ class Store(StoreSummaries, ABC):
         return counts
 
     def apply(self, statements: Sequence[tuple[str, Sequence[tuple[Any, ...]]]]) -> None:
-        """Run each (sql, rows) in ONE transaction (the chain verifier's bookkeeping)."""
+        """Run each (sql, rows) in ONE transaction (the chain verifier's bookkeeping); none when
+        no statement has rows (a pass that found nothing new takes no write lock)."""
+        if not any(rows for _, rows in statements):
+            return
         with self._lock, self._transaction() as tx:
             for sql, rows in statements:
                 if rows:

@@ -275,3 +275,11 @@ def test_the_speed_rows_index_parses_no_json_on_postgres(store: Store) -> None:
     assert store.put(rows) == 3
     assert store.speed_columns(V1, "speed", 0, 1 << 62) == ([T0 + 7000, T0 + 8000, T0 + 9000],
                                                            [3.0, 2.0, 1.0])
+
+
+def test_apply_with_no_rows_takes_no_write_transaction(store: Store) -> None:
+    def no_transaction() -> None:
+        raise AssertionError("a write transaction for nothing")
+
+    store._transaction = no_transaction  # type: ignore[assignment,method-assign]
+    store.apply([("DELETE FROM integrity WHERE seq = ?", []), ("DELETE FROM links", [])])
