@@ -42,7 +42,10 @@ objects are frozen out of the garbage collector (``gc.freeze``): thingsboard-gat
 
 The cases run ``--repeat`` times (at least 3), interleaved; printed: median and spread of
 records/s, and Frota ÷ thingsboard-gateway (durable) round by round against issue 16's targets:
-write ≥ 1× (goal ≥ 2×), drain ≥ 1×. Then, once: bytes per record at rest in each store's
+write ≥ 1× (goal ≥ 2×), drain ≥ 1×; for the write also the process's CPU time per record on
+each side, in the same window (a shared machine's load moves the wall-time ratio: Frota's write
+is bound by CPU, thingsboard-gateway's by its ``fsync``s; its CPU includes the benchmark's
+polling of its table). Then, once: bytes per record at rest in each store's
 database file (WAL checkpointed, VACUUM).
 """
 
@@ -170,10 +173,12 @@ class ThingsboardStorage:
         self.storage.stop()
 
 
-def frota_write(folder: Path, groups: list[tuple[str, list[Record]]], count: int) -> float:
+def frota_write(folder: Path, groups: list[tuple[str, list[Record]]], count: int
+                ) -> tuple[float, float]:
     """The agent's writer thread captures every group; seconds from the first group handed over
     until the last commit (the buffer made and its thread started before, its close after: as
-    thingsboard-gateway's storage is made before its clock starts and stopped after)."""
+    thingsboard-gateway's storage is made before its clock starts and stopped after), and the
+    process's CPU seconds meanwhile."""
     defaults = BufferConfig.model_fields  # the production defaults (agent-config.md)
     writer = BufferWriter(
         folder / "buffer.sqlite", defaults["commit_records"].default,
@@ -181,16 +186,16 @@ def frota_write(folder: Path, groups: list[tuple[str, list[Record]]], count: int
         reserve_bytes=int(defaults["reserve_mb"].default * 1024 * 1024))
     writer.start()
     try:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for source, records in groups:
             writer.put_many(source, records)
         _wait(lambda: writer.captured >= count or not writer.alive, "Frota's write")
-        took = time.perf_counter() - start
+        took, cpu = time.perf_counter() - start, time.process_time() - cpu
         if writer.captured < count:
             raise SystemExit(f"bench.agent_buffer: Frota's writer stopped: {writer.error}")
     finally:
         writer.stop()
-    return took
+    return took, cpu
 
 
 def frota_drain(path: Path, batch: int) -> int:
@@ -247,6 +252,7 @@ def main() -> None:
     n = len(items)
     seconds: dict[str, list[float]] = {k: [] for k in (
         "frota write", "tb write", "tb stock write", "frota drain", "tb drain", "tb stock drain")}
+    cpu: dict[str, list[float]] = {"frota write": [], "tb write": []}
     gc.collect()
     gc.freeze()
     with tempfile.TemporaryDirectory(dir=Path.cwd(), prefix=".bench-agent-buffer-") as tmp:
@@ -254,7 +260,9 @@ def main() -> None:
         for run in range(args.repeat):
             folder = root / f"frota{run}"
             folder.mkdir()
-            seconds["frota write"].append(frota_write(folder, groups, n))
+            took, used = frota_write(folder, groups, n)
+            seconds["frota write"].append(took)
+            cpu["frota write"].append(used)
             start = time.perf_counter()
             drained = frota_drain(folder / "buffer.sqlite", args.batch)
             seconds["frota drain"].append(time.perf_counter() - start)
@@ -265,9 +273,11 @@ def main() -> None:
                 folder.mkdir()
                 tb = ThingsboardStorage(folder, args.batch, sync)
                 try:
-                    start = time.perf_counter()
+                    start, used = time.perf_counter(), time.process_time()
                     tb.write(items)
                     seconds[f"{name} write"].append(time.perf_counter() - start)
+                    if name == "tb":
+                        cpu["tb write"].append(time.process_time() - used)
                     start = time.perf_counter()
                     tb.drain(n)
                     seconds[f"{name} drain"].append(time.perf_counter() - start)
@@ -294,6 +304,11 @@ def main() -> None:
                 f"{target(ratio.median >= 2)}" if what == "write"
                 else f"target >= 1x: {target(ratio.median >= 1)}")
         print(f"  Frota ÷ thingsboard-gateway (durable): {ratio.show('{:.2f}')}x  ({goal})")
+        if what == "write":  # the CPU both spend: what the load moves least
+            frota_cpu, tb_cpu = Figure(tuple(cpu["frota write"])), Figure(tuple(cpu["tb write"]))
+            print(f"  CPU of the process, µs a record: Frota {frota_cpu.scaled(1e6 / n).show('{:.1f}')}"
+                  f"; thingsboard-gateway (durable) {tb_cpu.scaled(1e6 / n).show('{:.1f}')}; "
+                  f"Frota ÷ thingsboard-gateway in CPU {tb_cpu.ratio(frota_cpu).show('{:.2f}')}x")
     print(f"bytes per record at rest (database file after VACUUM, indexes included): Frota "
           f"{frota_bytes:,.1f} (the record's JSON without agent/seq/prev, prev as 32 bytes, "
           f"upload state, frame runs); thingsboard-gateway {tb_bytes:,.1f} (the record's JSON, "
