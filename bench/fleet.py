@@ -2,7 +2,7 @@
 evaluated, and nothing lost (issue 16, "2,000 simulated buses at 1 Hz").
 
     python -m bench.fleet --vehicles 50,200 --duration 60 [--collectors 2 --postgres DSN]
-        [--workers K] [--batch-interval S] [--sign]
+        [--workers K] [--batch-interval S] [--sign] [--logs DIR]
 
 Each round starts a private Mosquitto and the collectors (on a fresh PostgreSQL schema, members of
 one shared-subscription group, docs/deployment.md; or one collector on SQLite without
@@ -12,7 +12,10 @@ with the issue's target beside. Two latencies: to the acknowledgement (stored: t
 acknowledges after its commit) and to the collector's evaluation notice naming the record
 (stored and evaluated, protocols/evaluated.py) — the issue's figure. The CPU seconds each
 process used (collectors, simulator, Mosquitto, the PostgreSQL server whole) and the load average are printed beside: on a
-shared machine they say where the time went.
+shared machine they say where the time went, and so does the split of the latency into phases
+(batch wait, the simulator's lateness, to stored, to the evaluation's start, to the notice:
+``frota sim fleet``'s ``phases_ms``, docs/deployment.md). ``--logs DIR`` keeps the collectors'
+logs, at level DEBUG: a line per evaluation with its time phase by phase.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -32,6 +36,7 @@ from bench.common import Figure, add_repeat, cpu_of, host_line, target
 from frota.harness import CollectorProcess, Mosquitto, free_port, frota_argv
 from frota.harness.postgres import private_schema
 from simulators.fleet import registry
+from simulators.fleet_report import PHASES
 
 #: Issue 16: p99 ≤ the batch interval + 2 s (goal + 0.5 s); the agent's batch interval is 1 s
 #: by default (``--batch-interval``).
@@ -48,13 +53,13 @@ def _schema(dsn: str) -> Iterator[str]:
 
 
 def _collector(folder: Path, broker: str, vehicles: int, name: str, database: str,
-               group: str | None) -> CollectorProcess:
+               group: str | None, level: str = "WARNING") -> CollectorProcess:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "fleet.json").write_text(json.dumps(registry(vehicles)), encoding="utf-8")
     port = free_port()
     shared = f'share_group = "{group}"\n' if group else ""
     (folder / "collector.toml").write_text(
-        'registry = "fleet.json"\nlog_level = "WARNING"\n'
+        f'registry = "fleet.json"\nlog_level = "{level}"\n'
         f'[broker]\nurl = "{broker}"\nclient_id = "bench-{name}"\n{shared}'
         f"[database]\n{database}\n"
         f'[http]\nhost = "127.0.0.1"\nport = {port}\n',
@@ -85,8 +90,9 @@ def _round(work: Path, vehicles: int, args: argparse.Namespace) -> dict[str, Any
     try:
         with _store(args.postgres, work) as database:
             group = "bench" if args.collectors > 1 else None
-            collectors = [_collector(work / f"c{i}", broker.url, vehicles, f"c{i}", database, group)
-                          for i in range(args.collectors)]
+            level = "WARNING" if args.logs is None else "DEBUG"
+            collectors = [_collector(work / f"c{i}", broker.url, vehicles, f"c{i}", database,
+                                     group, level) for i in range(args.collectors)]
             for collector in collectors:
                 collector.start()
             cpu: dict[str, float] = {}
@@ -118,8 +124,12 @@ def _round(work: Path, vehicles: int, args: argparse.Namespace) -> dict[str, Any
                 report["load"] = (load, os.getloadavg()[0])
                 return report
             finally:
-                for collector in collectors:
+                for i, collector in enumerate(collectors):
                     collector.stop()
+                    if args.logs is not None:   # the evaluations' debug lines, for a look
+                        args.logs.mkdir(parents=True, exist_ok=True)
+                        shutil.copy(work / f"c{i}" / "collector.log",
+                                    args.logs / f"{work.name}-{vehicles}-c{i}.log")
     finally:
         broker.stop()
 
@@ -153,6 +163,9 @@ def main() -> None:
     parser.add_argument("--sign", action="store_true",
                         help="the simulated buses sign a checkpoint per batch (frota sim fleet "
                         "--sign)")
+    parser.add_argument("--logs", type=Path, metavar="DIR",
+                        help="run the collectors at log level DEBUG (each evaluation's records "
+                        "replayed and time) and keep their logs in DIR")
     add_repeat(parser)
     args = parser.parse_args()
     if args.collectors > 1 and args.postgres is None:
@@ -188,6 +201,14 @@ def main() -> None:
         per = Figure(tuple(1e6 * sum(r["cpu_s"].values()) / max(r["created"], 1) for r in got))
         print(f"         CPU s: {', '.join(spent)} (PostgreSQL: the whole server); "
               f"all of them {per.show()} µs per record")
+        for what in PHASES:
+            tail = Figure(tuple(r["phases_ms"][what]["slowest_1pct_mean"] for r in got
+                                if r.get("phases_ms")))
+            if tail.samples:
+                timed = [r["phases_ms"][what] for r in got if r.get("phases_ms")]
+                print(f"         {what}: p50 {Figure(tuple(t['p50'] for t in timed)).show()}, "
+                      f"p99 {Figure(tuple(t['p99'] for t in timed)).show()}, "
+                      f"mean over the slowest 1 % {tail.show()}")
         loads = ", ".join(f"{a:.1f}->{b:.1f}" for a, b in (r["load"] for r in got))
         print(f"         load average before->after each round: {loads}")
     print(host_line())

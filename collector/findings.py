@@ -5,10 +5,14 @@ NOW (the store-only rules ``retention.minimum`` and ``equipment.integrity`` adde
 evaluation costs what arrived plus a bounded replay, never the store: collector/live_rules.py
 keeps the engine's state per partition with checkpoints in the store and upserts findings by
 their stable id (docs/collector.md, "Live findings"). A background thread polls the store's
-newest row id (cheap) and evaluates once the store has been quiet for ``quiet_s`` (a backlog
-burst is one evaluation, not one per message), at the latest ``max_delay_s`` after the first new
-record (under a steady stream of batches, about once a second: each evaluation costs what
-arrived, so a record is judged within a couple of seconds of being stored), and at least every
+newest row id (cheap, every ``poll_s``) and evaluates once the store has been quiet for
+``quiet_s`` (a backlog burst is one evaluation, not one per message), at the latest
+``max_delay_s`` after the first new record — a record stored while an evaluation ran counts from
+that evaluation's start — but never sooner after an evaluation than it took (up to
+``max_delay_s``), so the evaluator has at most half of the interpreter and the ingest the rest:
+under a steady stream of batches, once a second while evaluations take under half a second,
+back to back with equal rests when they take longer (each evaluation costs what arrived, so a
+record is judged within a couple of seconds of being stored), and at least every
 ``refresh_s`` so that open deadlines and interruptions grow with the clock. The store-only rules
 pass over every vehicle, so they run in a thread of their own every ``refresh_s`` (and when the
 store's integrity events change), not after every burst and never holding the live rules back. After each evaluation ``on_evaluated``
@@ -112,7 +116,7 @@ def load(store: Store, vehicle: str | None = None,
 class LiveFindings:
     """The background evaluator of a running collector (see the module docstring)."""
 
-    def __init__(self, store: Store, registry_path: Path, *, poll_s: float = 0.25,
+    def __init__(self, store: Store, registry_path: Path, *, poll_s: float = 0.1,
                  quiet_s: float = 1.0, max_delay_s: float = 1.0, refresh_s: float = 60.0,
                  default_profile: str = "SP",
                  on_evaluated: Callable[[list[tuple[Any, Any, Any]], int], object] | None = None,
@@ -179,21 +183,29 @@ class LiveFindings:
         """Bring the findings up to the store at the collector's clock (and the store-only
         rules' findings too, unless ``store_only`` is False); return the ``as_of``."""
         as_of = now_ms()
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         reg = self._reg()
         held = self.leases.claim([*partition_names(reg), STORE_ONLY])
         judged = self._judged(held)
+        claimed = time.perf_counter()
         done = self._live.evaluate(as_of, as_of, held)
+        evaluated = time.perf_counter()
         if self.on_evaluated is not None:
-            self._tell(judged, as_of)
+            self._tell(judged, as_of, done.arrived_rows)
+        told = time.perf_counter()
         found = self._store_only(as_of) if store_only and STORE_ONLY in held else None
         self.evaluations += 1
-        log.debug("findings: %d replayed (from %s ms before as_of), %d upserted, %d deleted, "
-                  "%s store-only at %d in %.0f ms", sum(done.replayed.values()),
-                  max((as_of - b for b in done.boundaries.values() if b is not None),
-                      default=None), done.upserted, done.deleted,
-                  "no" if found is None else len(found), as_of,
-                  1000 * (time.perf_counter() - began))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("findings: %d replayed (from %s ms before as_of), %d upserted, %d deleted, "
+                      "%s store-only at %d in %.0f ms (CPU %.0f ms; claim %.0f, %s, tell %.0f)",
+                      sum(done.replayed.values()),
+                      max((as_of - b for b in done.boundaries.values() if b is not None),
+                          default=None), done.upserted, done.deleted,
+                      "no" if found is None else len(found), as_of,
+                      1000 * (time.perf_counter() - began),
+                      1000 * (time.thread_time() - cpu), 1000 * (claimed - began),
+                      ", ".join(f"{k} {w:.0f}/{c:.0f}" for k, (w, c) in done.timings.items()),
+                      1000 * (told - evaluated))
         return as_of
 
     def _store_only(self, as_of: int) -> list[Finding]:
@@ -213,14 +225,31 @@ class LiveFindings:
         return {p: store_live.state(self.store, store_live.last_id_name(p)) or 0
                 for p in held if p != STORE_ONLY}
 
-    def _tell(self, judged_before: dict[str, int], as_of: int) -> None:
+    def _tell(self, judged_before: dict[str, int], as_of: int,
+              read: dict[str, list[tuple[str, str, int]]] | None = None) -> None:
         """Give ``on_evaluated`` the records of this collector's partitions stored after the row
-        each had judged and judged now."""
+        each had judged and judged now; ``read``: those the evaluation read already, per
+        partition (collector/live_rules.py, ``Evaluation.arrived_rows``), not read again."""
         assert self.on_evaluated is not None
         judged = self._judged(list(judged_before))
         moved = {p: (judged_before[p], n) for p, n in judged.items() if n > judged_before[p]}
         if not moved:
             return
+        rows: list[tuple[Any, Any, Any]] = []
+        for p, got in (read or {}).items():
+            if p in moved:      # the range (before, now] of row ids, read by the evaluation
+                rows += got
+                del moved[p]
+        if moved:
+            rows += self._stored_rows(moved)
+        try:
+            self.on_evaluated(rows, as_of)
+        except Exception:  # telling is best effort: the findings are stored already
+            log.exception("findings: the evaluation of %d record(s) was not announced", len(rows))
+
+    def _stored_rows(self, moved: dict[str, tuple[int, int]]) -> list[tuple[Any, Any, Any]]:
+        """The (vehicle, agent, seq) of the records of each partition with a row id in its
+        range (after, up to]."""
         low = min(a for a, _ in moved.values())
         high = max(b for _, b in moved.values())
         reg = self._registry
@@ -233,10 +262,7 @@ class LiveFindings:
             bounds = moved.get(name)
             if bounds is not None and bounds[0] < row_id <= bounds[1]:
                 rows.append((vehicle, agent, seq))
-        try:
-            self.on_evaluated(rows, as_of)
-        except Exception:  # telling is best effort: the findings are stored already
-            log.exception("findings: the evaluation of %d record(s) was not announced", len(rows))
+        return rows
 
     def _integrity_count(self) -> int:
         rows = self.store._read("SELECT count(*) FROM integrity")
@@ -247,6 +273,7 @@ class LiveFindings:
         changed_at: float | None = None     # first change not evaluated yet
         quiet_since = 0.0                   # last change seen
         evaluated = -self.refresh_s         # the last evaluation (leases renewed)
+        rest_until = 0.0                    # no evaluation before (the ingest's share)
         first = True                        # with the store-only rules (then their thread's)
         while not self._stop.wait(self.poll_s):
             try:
@@ -259,11 +286,19 @@ class LiveFindings:
                         changed_at = now
                 due = changed_at is not None and (now - quiet_since >= self.quiet_s
                                                   or now - changed_at >= self.max_delay_s)
-                if due or now - evaluated >= min(self.refresh_s, self.renew_s):
+                if (due and now >= rest_until) or now - evaluated >= min(self.refresh_s,
+                                                                         self.renew_s):
                     changed_at = None
                     evaluated = now
                     self.evaluate_now(store_only=first)
                     first = False
+                    end = time.monotonic()
+                    # at most half of the time evaluating: as long a rest as the evaluation
+                    # took (up to max_delay_s), so the ingest keeps its share of the interpreter
+                    rest_until = end + min(end - now, self.max_delay_s)
+                    newest = self.store.newest_record_id()
+                    if newest != seen:  # stored while it ran: waiting since it started
+                        seen, quiet_since, changed_at = newest, end, now
             except Exception:  # the evaluator must never take the collector down
                 log.exception("findings: evaluation failed")
 

@@ -116,6 +116,18 @@ class Evaluation:
     boundaries: dict[str, int | None] = field(default_factory=dict)   # partition -> start
     upserted: int = 0
     deleted: int = 0
+    #: partition -> the (vehicle, agent, seq) of the records stored after the row id it had
+    #: judged, up to the one it judged now, when read anyway (its state kept in memory): the
+    #: evaluation notice's (collector/findings.py), not read again
+    arrived_rows: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
+    #: phase -> (wall ms, this thread's CPU ms), summed over the partitions (for the log)
+    timings: dict[str, list[float]] = field(default_factory=dict)
+
+    def timed(self, phase: str, wall_s: float, cpu_s: float) -> None:
+        """Add a phase's wall and CPU seconds (:attr:`timings`)."""
+        got = self.timings.setdefault(phase, [0.0, 0.0])
+        got[0] += wall_s * 1000
+        got[1] += cpu_s * 1000
 
 
 class Settling:
@@ -192,6 +204,20 @@ class _Fed:
 _MS: Final = operator.itemgetter(0)
 
 
+class _Clock:
+    """Wall and thread CPU time of an evaluation's phases, into :attr:`Evaluation.timings`."""
+
+    def __init__(self, report: Evaluation) -> None:
+        self.report = report
+        self.wall, self.cpu = time.perf_counter(), time.thread_time()
+
+    def lap(self, phase: str) -> None:
+        """Add the time since the last lap to ``phase``."""
+        wall, cpu = time.perf_counter(), time.thread_time()
+        self.report.timed(phase, wall - self.wall, cpu - self.cpu)
+        self.wall, self.cpu = wall, cpu
+
+
 class LiveRules:
     """The incremental evaluator of one store (one thread at a time)."""
 
@@ -242,7 +268,11 @@ class LiveRules:
             part = known.get(vehicle) or partition_of(vehicle, self.registry)
             return lasts.get(part, 1 << 62)
 
-        news = store_live.arrived(store, min(lasts.values()), store_live.horizon(store), judged)
+        clock = _Clock(report)
+        until = store_live.horizon(store)
+        clock.lap("horizon")
+        news = store_live.arrived(store, min(lasts.values()), until, judged)
+        clock.lap("arrived")
         report.arrived_vehicles = len(news.earliest_ms)
         members: dict[str, set[str]] = {}
         for vehicle, part in known.items():
@@ -290,8 +320,9 @@ class LiveRules:
                 store_live.drop_checkpoint(self.store, part, boundary)
 
     def _resume(self, part: str, vehicles: list[str], start: int | None, judged_id: int,
-                last_id: int | None) -> tuple[LiveEngine, int | None, Kept | None,
-                                              Iterable[Item], list[tuple[int, bytes]]]:
+                last_id: int | None, report: Evaluation | None = None
+                ) -> tuple[LiveEngine, int | None, Kept | None, Iterable[Item],
+                           list[tuple[int, bytes]]]:
         """The engine to feed, its boundary, the state kept in memory it came from (None: from
         the store), the partition's records from the boundary on (those with ``ts`` after
         ``as_of`` too; kept in memory with the records stored since, else read from the store
@@ -310,6 +341,9 @@ class LiveRules:
                                 "SELECT vehicle, agent, seq, ts_ms, record FROM records "
                                 "WHERE id > ? AND id <= ?", (judged_id, last_id))
                             if vehicle in wanted), key=_key)
+            if report is not None:
+                report.arrived_rows[part] = [(vehicle, agent, seq)
+                                             for _, vehicle, seq, agent, _ in fresh]
             if fresh:          # merged in order: only the part of the list after the first
                 at = bisect_left(items, _key(fresh[0]), key=_key)
                 tail = items[at:]
@@ -387,8 +421,10 @@ class LiveRules:
         that time may still be on their way) to a copy of it, which gives the findings and is
         dropped. ``judged_id``: the row id the store says the partition judged (that of a
         state kept in memory, or it is not used)."""
+        clock = _Clock(report)
         engine, boundary, kept, items, saved = self._resume(part, vehicles, start, judged_id,
-                                                            last_id)
+                                                            last_id, report)
+        clock.lap("resume")
         report.boundaries[part] = boundary
         cut = min(settled_ms if boundary is None else max(settled_ms, boundary), as_of_ms + 1)
         retained: list[Item] | None = None
@@ -399,6 +435,7 @@ class LiveRules:
             items = islice(items, bisect_left(items, -(1 << 62) if boundary is None
                                               else boundary, key=_MS), None)
         done = self._feed(part, engine, items, boundary, cut, as_of_ms, retained)
+        clock.lap("feed")
         # the settled engine's new boundary: every record before it processed, none after
         settled: int | None
         if done.head:
@@ -428,6 +465,7 @@ class LiveRules:
                 judge.add_one(ms, rec)
                 fed += 1
         report.replayed[part] = fed
+        clock.lap("head")
         found = judge.findings(as_of_ms)
         closed, kept_at = judge.closed, judge.kept_at
         before = kept.findings if kept is not None and boundary == kept.boundary else \
@@ -451,6 +489,7 @@ class LiveRules:
                                    or now - kept.written >= TAIL_WRITE_S)
         if write_tail and blob is None:
             blob = snapshot(engine)
+        clock.lap("findings")
         store_live.write(
             self.store, part=part, new_parts=new_parts, since_ms=boundary, steps=done.steps,
             tail=(settled, blob) if write_tail and settled is not None and blob is not None
@@ -460,6 +499,7 @@ class LiveRules:
             as_of_ms=as_of_ms, made_ms=made_ms, last_id=last_id,
             lease=None if self.leases is None or not self.leases.shared
             else (self.leases.holder, self.leases.ttl_ms))
+        clock.lap("write")
         if len(self._starts) > STARTS_KEPT:
             self._starts.clear()
         report.upserted += len(upserts)

@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -180,7 +181,16 @@ def run(config: CollectorConfig) -> int:
         sock.close()
 
 
+#: Seconds a thread holding the interpreter runs before another waiting one takes it
+#: (``sys.setswitchinterval``; Python's default 0.005). The live evaluation is CPU-bound for
+#: hundreds of ms; the MQTT thread gives the interpreter up at every socket read and waits
+#: this long to get it back each time, so with a batch every few ms it would read a batch per
+#: switch while an evaluation runs (docs/deployment.md, "Measured on the development machine").
+SWITCH_INTERVAL_S = 0.001
+
+
 def _run(config: CollectorConfig, sock: socket.socket) -> int:
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     vehicles = FleetVehicles(config.registry)
     trust = config.trust
     signer = (  # before the store is opened: a bad key file stops the start with nothing open

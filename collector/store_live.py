@@ -184,7 +184,7 @@ def write(store: Store, *, part: str, new_parts: Iterable[tuple[str, str]],
               thin_every_ms, thin_every_ms)]))
     statements += [
         ("DELETE FROM findings WHERE id = ?", [(i,) for i in gone]),
-        (UPSERT_FINDING, list(upserts)),
+        (UPSERT_FINDING, list({row[0]: row for row in upserts}.values())),   # one per id
         (UPSERT_STATE, [("as_of_ms", as_of_ms)]),
     ]
     if last_id is not None:
@@ -204,9 +204,10 @@ def set_last_id(store: Store, part: str, last_id: int) -> None:
 
 
 def replace_store_only(store: Store, part: str, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Replace the findings of the store-only rules (their own partition) in one transaction."""
+    """Replace the findings of the store-only rules (their own partition) in one transaction
+    (one row per id, the last one given: one statement upserts them on PostgreSQL)."""
     store.apply([("DELETE FROM findings WHERE part = ?", [(part,)]),
-                 (UPSERT_FINDING, list(rows))])
+                 (UPSERT_FINDING, list({row[0]: row for row in rows}.values()))])
 
 
 def reset(store: Store, fingerprint: int) -> None:

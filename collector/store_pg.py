@@ -15,6 +15,7 @@ from psycopg.pq import TransactionStatus
 
 from collector.store import INSERT_RECORD, RECORD_COLUMNS, Store, StoreError
 from collector.store_chain import INSERT_CHECKPOINT, INSERT_LINK
+from collector.store_live import UPSERT_FINDING
 from collector.store_schema import MIGRATIONS
 from protocols.uplink import seq_ranges
 
@@ -44,6 +45,11 @@ _BULK: Final[dict[str, bytes]] = {
                                        "bigint")),
     INSERT_CHECKPOINT: _unnest(INSERT_CHECKPOINT, ("text", "text", "bigint", "text", "text",
                                                    "text", "bigint")),
+    # the live rules' findings: an evaluation of a fleet upserts thousands (each open
+    # driver.unidentified changes with the clock); their ids are unique in one call
+    # (collector/store_live.py), as ON CONFLICT DO UPDATE needs in one statement
+    UPSERT_FINDING: _unnest(UPSERT_FINDING, ("text", "text", "text", "text", "bigint", "bigint",
+                                             "text", "text", "bigint")),
 }
 
 #: The records of a write go in by ONE binary COPY (psycopg formats COPY rows in C; binding them

@@ -40,7 +40,7 @@ from protocols.chain import GENESIS, record_hash, sign_checkpoint
 from protocols.evaluated import EVALUATED_TOPIC, decode_evaluated
 from protocols.identity import load_signing_key
 from protocols.mqtt_client import MqttClient, MqttSettings, TlsFiles
-from protocols.records import Record, ms_to_ts, now_ms
+from protocols.records import Record, ms_to_ts, now_ms, ts_to_ms
 from protocols.uplink import PayloadError, ack_topic, decode_ack, encode_batch, up_topic
 from simulators.errors import SimulatorError
 from simulators.fleet_report import FleetReport, resend_after
@@ -78,6 +78,11 @@ class SimAgent:
     tries: dict[int, int] = field(default_factory=dict)
     #: seq → created (monotonic) of records not yet named by an evaluation notice.
     unjudged: dict[int, float] = field(default_factory=dict)
+    #: seq → (when its batch was due, when it was first sent; monotonic) of records not yet
+    #: named by an evaluation notice: where their latency went (FleetReport.phases_ms).
+    sent: dict[int, tuple[float, float]] = field(default_factory=dict)
+    #: seq → when its acknowledgement arrived (monotonic), until its evaluation notice.
+    acked: dict[int, float] = field(default_factory=dict)
     connected: bool = False
     subscribed: bool = False
     retry_at: float = 0.0
@@ -146,6 +151,8 @@ class Fleet:
         self.report = FleetReport(len(self.agents), settings.duration_s)
         self._by_vehicle = {sim.vehicle: sim for sim in self.agents}
         self.monitor: SimAgent | None = None
+        #: wall clock minus monotonic clock: a notice's as_of on the monotonic clock
+        self._wall_offset = time.time() - time.monotonic()
         if settings.evaluated and settings.provisioned is None:
             client = MqttClient(MqttSettings(url=settings.broker,
                                              client_id=f"sim-monitor-{uuid.uuid4().hex[:12]}",
@@ -243,6 +250,15 @@ class Fleet:
         now = time.monotonic()
         report = self.report
         report.notices += 1
+        try:  # the evaluation's as_of (the collector's clock) on this process's monotonic one
+            as_of: float | None = ts_to_ms(notice.as_of) / 1000 - self._wall_offset \
+                if notice.as_of is not None else None
+        except ValueError:
+            as_of = None
+        phases = report.phases_ms
+        if as_of is not None:
+            report.notice_lag_ms.append(
+                (ts_to_ms(notice.as_of or ""), round((now - as_of) * 1000, 1)))
         for vehicle, by_agent in notice.ranges.items():
             sim = self._by_vehicle.get(vehicle)
             ranges = by_agent.get(sim.agent) if sim is not None else None
@@ -254,6 +270,14 @@ class Fleet:
                     if created is not None:
                         report.evaluated += 1
                         report.evaluated_ms.append((now - created) * 1000)
+                        sent = sim.sent.pop(seq, None)
+                        acked = sim.acked.pop(seq, None)
+                        if sent is not None and acked is not None and as_of is not None:
+                            wait = max(sent[0] - created, 0.0)
+                            phases.append(((now - created) * 1000, wait * 1000,
+                                           (sent[1] - created - wait) * 1000,
+                                           (acked - sent[1]) * 1000, (as_of - acked) * 1000,
+                                           (now - as_of) * 1000))
 
     def _on_ack(self, sim: SimAgent, msg: mqtt.MQTTMessage) -> None:
         try:
@@ -272,6 +296,10 @@ class Fleet:
                 sim.tries.pop(seq, None)
                 if done is not None:
                     report.stored += 1
+                    if self.monitor is None:
+                        sim.sent.pop(seq, None)
+                    elif seq in sim.unjudged:
+                        sim.acked[seq] = now
                     report.latencies_ms.append((now - done[0]) * 1000)
         flags = [*ack.retryable, *[False] * (len(ack.rejected) - len(ack.retryable))]
         for (first, last, reason), retry in zip(ack.rejected, flags, strict=False):
@@ -291,11 +319,13 @@ class Fleet:
     def _forget(sim: SimAgent, seq: int) -> None:
         """A record answered for good without being stored: never evaluated either."""
         sim.due.pop(seq, None)
+        sim.sent.pop(seq, None)
+        sim.acked.pop(seq, None)
         sim.tries.pop(seq, None)
         sim.unjudged.pop(seq, None)
 
     # -- the agents' work ---------------------------------------------------------------
-    def _publish(self, sim: SimAgent, seqs: list[int], now: float) -> None:
+    def _publish(self, sim: SimAgent, seqs: list[int], now: float, due_at: float) -> None:
         records = [sim.pending[seq][1] for seq in seqs]
         checkpoint = None
         if sim.key is not None:  # per batch, as the agent does (agent/checkpoints.py)
@@ -309,6 +339,8 @@ class Fleet:
             return
         timeout = self.settings.ack_timeout_s
         for seq in seqs:
+            if seq not in sim.sent:
+                sim.sent[seq] = (due_at, now)
             tries = sim.tries[seq] = sim.tries.get(seq, 0) + 1
             sim.due[seq] = now + resend_after(timeout, tries, self.rng)
         self.report.batches += 1
@@ -326,13 +358,14 @@ class Fleet:
         if not (sim.connected and sim.subscribed):
             return now + IDLE_S
         if now >= sim.next_batch:
+            due_at = sim.next_batch
             sim.next_batch = now + self.settings.batch_interval_s
             late = [s for s, at in sim.due.items() if at <= now]
             if late:
                 self.report.resent_batches += 1
             fresh = [s for s in sim.pending if s not in sim.due]
             for chunk in _chunks(sorted({*late, *fresh}), 1000):
-                self._publish(sim, chunk, now)
+                self._publish(sim, chunk, now, due_at)
             self._watch(sim)
         return min(sim.next_batch, sim.next_record) if creating else sim.next_batch
 

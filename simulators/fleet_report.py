@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
@@ -31,6 +32,26 @@ def percentile(values: list[float], p: float) -> float | None:
 
 
 PERCENTILES: Final = (("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))
+#: Where a record's latency to stored and evaluated went (:attr:`FleetReport.phases_ms`): the
+#: wait for its bus's batch to be due, the simulator's lateness in sending it (a saturated
+#: machine), from its sending to its acknowledgement's arrival (transport, ingest, commit), from
+#: there to the start of the evaluation that judged it (its ``as_of``; negative when the
+#: evaluation started before the simulator read the acknowledgement), and from that ``as_of``
+#: to the notice's arrival (the evaluation itself and the notice's way).
+PHASES: Final = ("batch_wait", "sim_late", "sent_to_stored", "stored_to_as_of",
+                 "as_of_to_notice")
+
+
+def phases(rows: Sequence[tuple[float, ...]]) -> dict[str, Any]:
+    """Each phase's p50 and p99 over every record, and its mean over the slowest 1 % of the
+    records to stored and evaluated (what their p99 is made of); rows are (total, *PHASES)."""
+    if not rows:
+        return {}
+    tail = sorted(rows, key=lambda r: r[0])[int(len(rows) * 0.99):] or rows[-1:]
+    return {name: {"p50": percentile([r[i] for r in rows], 50),
+                   "p99": percentile([r[i] for r in rows], 99),
+                   "slowest_1pct_mean": sum(r[i] for r in tail) / len(tail)}
+            for i, name in enumerate(PHASES, start=1)}
 
 
 @dataclass
@@ -54,6 +75,11 @@ class FleetReport:
     latencies_ms: list[float] = field(default_factory=list)
     #: Creation → the evaluation notice naming the record (stored and evaluated), milliseconds.
     evaluated_ms: list[float] = field(default_factory=list)
+    #: Per record evaluated: (creation → notice, *PHASES), milliseconds (the notice's ``as_of``
+    #: is the collector's clock: the simulator and the collector on one machine, or synced).
+    phases_ms: list[tuple[float, float, float, float, float, float]] = field(default_factory=list)
+    #: Per evaluation notice read: (its as_of, ms from that as_of to its arrival).
+    notice_lag_ms: list[tuple[int, float]] = field(default_factory=list)
 
     def percentile(self, p: float) -> float | None:
         """The ``p`` percentile (nearest rank) of the stored latencies, or None without any."""
@@ -77,4 +103,6 @@ class FleetReport:
             "unevaluated": self.unevaluated, "notices": self.notices,
             "latency_ms": {name: percentile(self.latencies_ms, p) for name, p in PERCENTILES},
             "evaluated_ms": {name: percentile(self.evaluated_ms, p) for name, p in PERCENTILES},
+            "phases_ms": phases(self.phases_ms),
+            "notice_lag_ms": sorted(self.notice_lag_ms),
         }

@@ -3,6 +3,7 @@ open finding keeping its id as late records arrive."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from contextlib import closing
@@ -13,7 +14,8 @@ import psycopg
 
 from collector import findings
 from collector.store import PAGE, Store, open_store, record_row
-from protocols.records import ts_to_ms
+from protocols.records import ms_to_ts, now_ms, ts_to_ms
+from simulators.fleet import registry as fleet_registry
 from tests.collector.rules.timeline import MIN
 from tests.collector.rules.trip_fixture import REGISTRY, B, departed
 
@@ -151,3 +153,26 @@ def test_on_sqlite_the_rules_read_while_the_writer_holds_its_lock(tmp_path: Path
         assert [f["rule"] for f in found] == ["trip.assistance_due", "trip.interruption"]
     finally:
         sqlite_store.close()
+
+
+def test_each_evaluation_notice_names_the_records_stored_since_the_last_one(
+        store: Store, tmp_path: Path) -> None:
+    """The records an evaluation announces (collector/findings.py, ``on_evaluated``) are those
+    stored since the one before, each once — also when the evaluation took them from its state
+    kept in memory (its second and third bursts) instead of reading them again."""
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps(fleet_registry(3)), encoding="utf-8")
+    told: list[list[tuple[Any, Any, Any]]] = []
+    live = findings.LiveFindings(store, path, on_evaluated=lambda rows, _as_of: told.append(
+        sorted((str(v), str(a), int(s)) for v, a, s in rows)))
+    start = now_ms() - 600_000
+    bursts = []
+    for burst in range(3):      # 3 buses, 20 s each, a record a second
+        recs = [{"vehicle": f"SIM0000{bus}", "agent": f"pi-{bus}", "seq": 20 * burst + i + 1,
+                 "ts": ms_to_ts(start + 1000 * (20 * burst + i)), "kind": "speed",
+                 "kmh": 50.0} for bus in (1, 2, 3) for i in range(20)]
+        store.put([record_row(r, 0) for r in recs])
+        live.evaluate_now(store_only=False)
+        bursts.append(sorted((r["vehicle"], r["agent"], r["seq"]) for r in recs))
+    assert told == bursts
+    assert live.evaluations == 3

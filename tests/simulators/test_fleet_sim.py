@@ -12,6 +12,7 @@ import pytest
 from frota.cli import main
 from frota.harness import CollectorProcess, Mosquitto, write_collector_files
 from simulators.fleet import FleetReport, registry, vehicle_ids
+from simulators.fleet_report import phases
 from tests.services import PROJECT
 from tests.trust.fleet import running_fleet
 
@@ -70,6 +71,13 @@ def test_a_few_buses_for_a_few_seconds_all_stored_once(mosquitto: Mosquitto,
     assert (report["evaluated"], report["unevaluated"]) == (36, 0)
     assert report["notices"] >= 1
     assert report["evaluated_ms"]["p50"] <= report["evaluated_ms"]["max"]
+    # where the time went: every phase, and no record waited more than the batch interval
+    # (1 s) for its bus's batch to be due
+    phases = report["phases_ms"]
+    assert set(phases) == {"batch_wait", "sim_late", "sent_to_stored", "stored_to_as_of",
+                           "as_of_to_notice"}
+    assert 0 <= phases["batch_wait"]["p50"] <= phases["batch_wait"]["p99"] <= 1000
+    assert len(report["notice_lag_ms"]) == report["notices"]
 
 
 def test_two_worker_processes_share_the_fleet(mosquitto: Mosquitto, tmp_path: Path) -> None:
@@ -105,3 +113,15 @@ def test_provisioned_buses_sign_and_the_store_verifies() -> None:
              str(fleet.folder / "collector.toml")],
             cwd=PROJECT, capture_output=True, text=True, timeout=120)
     assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_the_phases_of_the_slowest_records_add_up_to_their_latency() -> None:
+    """Each record's phases add up to its latency; the slowest 1 % are the ones with the largest
+    total (here the last of 200: 1 % of 200 is 2 records, the two slowest)."""
+    rows = [(float(10 * i), float(i), 0.0, float(4 * i), float(2 * i), float(3 * i))
+            for i in range(200)]
+    got = phases(rows)
+    assert got["batch_wait"]["slowest_1pct_mean"] == (198 + 199) / 2
+    assert got["sent_to_stored"]["slowest_1pct_mean"] == 4 * (198 + 199) / 2
+    assert got["as_of_to_notice"]["p50"] == 3 * 99      # nearest rank: the 100th of 200
+    assert phases([]) == {}
