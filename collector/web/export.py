@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from collector import store_disc
 from collector.bundle_links import outside_links
 from collector.web import dayview, svg
 from collector.web.context import Filters, Web
@@ -37,6 +38,8 @@ from protocols.records import ms_to_ts, ts_to_ms
 
 #: The longest period one bundle holds (days): inspectors ask for the last days (SP 61 §3).
 MAX_DAYS = 31
+#: How many times a bundle is made again when a day of its period was compacted meanwhile.
+TRIES = 3
 
 
 #: The period's bounds (UTC ms): one day inside FIRST_DAY .. LAST_DAY, so that every local day
@@ -67,8 +70,26 @@ def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
     ``extra``: more manifest fields (the accident-data export's ``finding``). The records are
     written into the ZIP as the store yields them (``pack_to``): what is held is the compressed
     bundle and each agent's seqs, not every record's text and line (31 days at 1 Hz are
-    millions)."""
+    millions).
+
+    The store is read page by page while the ZIP is written: a day of the period compacted
+    meanwhile (its rows moved into ``disc_days`` between two pages) would be missing from the
+    bundle — and, the records after the move being the chain's last, the bundle would still
+    verify INTACT. The compacted days of the period are compared before and after; the bundle
+    is made again when they changed (:data:`TRIES` times, then ExportError)."""
     check_period(since_ms, until_ms)
+    for _ in range(TRIES):
+        before = store_disc.days(web.store, vehicle, since_ms, until_ms)
+        data = _bundle(web, user, vehicle, since_ms, until_ms, signer, now_ms, extra)
+        if store_disc.days(web.store, vehicle, since_ms, until_ms) == before:
+            return data
+    raise ExportError("the period's days were being compacted while the bundle was made; "
+                      "try again")
+
+
+def _bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
+            signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None) -> bytes:
+    """One making of :func:`bundle`'s bytes."""
     summed, counted = Chains(), [0]
     seqs: dict[str, set[int]] = {}  # each agent's seqs in the bundle (for the outside links)
 
