@@ -4,7 +4,9 @@ Every byte of a bundle is hostile: the ZIP's sizes are bounded before anything i
 JSON value is type-checked, and whatever is wrong becomes a :class:`Problem` saying where — never
 an exception. Checked: the manifest's signature by the key its certificate certifies, that
 certificate issued by the fleet CA (``--ca``; else the bundle's own CA, said so) for a role that
-may sign (a vehicle's key only for its own vehicle), every file's SHA-256 and size, no file
+may sign (a vehicle's key only for its own vehicle), that certificate and the CA's valid at the
+manifest's ``created`` (when the signer says it signed: a bundle claiming a time outside its
+certificate's validity is a problem), every file's SHA-256 and size, no file
 beyond those listed, ``records.jsonl`` in canonical form, its count, and each agent's hash chain:
 duplicates, a ``prev`` that does not match the record before (a record changed, inserted or
 removed there), seq gaps (records missing) — followed through the manifest's ``outside`` links
@@ -80,6 +82,8 @@ class BundleReport:
     #: with a keyring: whether the signer's key was found in it, and when it was revoked
     keyring_checked: bool = False
     signer_revoked: str | None = None
+    #: the certificates' validity (RFC 3339 from, to) by ``signer`` and ``ca``, once checked
+    validity: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def intact(self) -> bool:
@@ -176,6 +180,7 @@ def _check_signature(report: BundleReport, manifest_bytes: bytes, members: dict[
         report.problems.append(Problem("wrong_signer", file=f"certs/{role}.pem",
                                        detail={"role": cert_role, "name": name}))
         return
+    _check_times(report, cert, ca, f"certs/{role}.pem")
     try:
         raw = base64.b64decode(members[SIGNATURE].strip(), validate=True)
     except (binascii.Error, ValueError):
@@ -184,6 +189,30 @@ def _check_signature(report: BundleReport, manifest_bytes: bytes, members: dict[
         report.problems.append(Problem("bad_signature", file=SIGNATURE))
     if keyring is not None:
         _check_keyring(report, keyring, cert_role, name, identity.public_key_of(cert))
+
+
+def _check_times(report: BundleReport, cert: x509.Certificate, ca: x509.Certificate,
+                 cert_file: str) -> None:
+    """The signer's certificate and the CA's valid at the manifest's ``created`` (both ends
+    included, RFC 5280). ``created`` is the signer's word: a time outside the certificate is
+    proof that something is wrong (a key used after its certificate expired, or a clock far
+    off); a time inside is what an expired key's thief would also write — the keyring's
+    revocation (:func:`_check_keyring`) is what answers that."""
+    created = report.manifest.get("created")
+    try:
+        made = ts_to_ms(str(created))
+    except RecordError:
+        report.problems.append(Problem("no_created", file=MANIFEST, detail={"created": created}))
+        return
+    ca_file = None if report.ca_given else CA_CERT   # --ca: the inspector's own file
+    for what, which, where in (("signer", cert, cert_file), ("ca", ca, ca_file)):
+        first, last = identity.validity_ms(which)
+        report.validity[what] = (ms_to_ts(first), ms_to_ts(last))
+        if not first <= made <= last:
+            report.problems.append(Problem(
+                f"{what}_{'not_yet_valid' if made < first else 'expired'}", file=where,
+                detail={"created": created, "not_before": ms_to_ts(first),
+                        "not_after": ms_to_ts(last)}))
 
 
 def _check_keyring(report: BundleReport, keyring: Keyring, role: str, name: str,

@@ -85,19 +85,32 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(microsecond=0)
 
 
-def make_ca(name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    """A new fleet CA: its key and self-signed certificate."""
-    key = ec.generate_private_key(ec.SECP256R1())
+def _window(not_before: dt.datetime | None, days: float) -> tuple[dt.datetime, dt.datetime]:
+    """A certificate's validity: from ``not_before`` (default: five minutes ago, for clocks a
+    little behind) to ``days`` after it (default: ``days`` after now)."""
+    if not_before is None:
+        now = _now()
+        return now - dt.timedelta(minutes=5), now + dt.timedelta(days=days)
+    return not_before, not_before + dt.timedelta(days=days)
+
+
+def make_ca(name: str, *, not_before: dt.datetime | None = None, days: float = CA_DAYS,
+            key: ec.EllipticCurvePrivateKey | None = None,
+            ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    """A new fleet CA: its key and self-signed certificate, valid ``days`` from ``not_before``
+    (default: from now). ``key``: an existing CA key, whose certificates then chain to this one
+    too (a CA certificate renewed, or one backdated by a test)."""
+    key = key or ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    now = _now()
+    start, end = _window(not_before, days)
     cert = (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=CA_DAYS))
+        .not_valid_before(start)
+        .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
@@ -118,17 +131,18 @@ def _issue(
     ca_cert: x509.Certificate,
     subject: x509.Name,
     public_key: ed25519.Ed25519PublicKey | ec.EllipticCurvePublicKey,
-    days: int,
+    days: float,
+    not_before: dt.datetime | None = None,
 ) -> x509.CertificateBuilder:
-    now = _now()
+    start, end = _window(not_before, days)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
         .issuer_name(ca_cert.subject)
         .public_key(public_key)
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=days))
+        .not_valid_before(start)
+        .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
@@ -142,10 +156,12 @@ def certify_signing_key(
     name: str,
     role: str,
     public_key: ed25519.Ed25519PublicKey,
-    days: int = KEY_DAYS,
+    days: float = KEY_DAYS,
+    not_before: dt.datetime | None = None,
 ) -> x509.Certificate:
     """A certificate binding an Ed25519 signing key to ``name`` (vehicle id or collector name)
-    in ``role`` (``vehicle`` or ``collector``)."""
+    in ``role`` (``vehicle`` or ``collector``), valid ``days`` from ``not_before`` (default:
+    from now)."""
     if role not in ROLES:
         raise IdentityError(f"role {role!r} is not one of {', '.join(ROLES)}")
     subject = x509.Name(
@@ -154,7 +170,7 @@ def certify_signing_key(
             x509.NameAttribute(NameOID.COMMON_NAME, name),
         ]
     )
-    builder = _issue(ca_key, ca_cert, subject, public_key, days).add_extension(
+    builder = _issue(ca_key, ca_cert, subject, public_key, days, not_before).add_extension(
         x509.KeyUsage(
             digital_signature=True, content_commitment=True, key_encipherment=False,
             data_encipherment=False, key_agreement=False, key_cert_sign=False, crl_sign=False,
@@ -231,7 +247,8 @@ def load_ca_key(path: Path) -> ec.EllipticCurvePrivateKey:
 
 def certified(cert: x509.Certificate, ca_cert: x509.Certificate) -> tuple[str, str]:
     """Check that ``cert`` was issued by ``ca_cert`` (signature) and certifies an Ed25519 key;
-    return (role, name). IdentityError says what is wrong."""
+    return (role, name). IdentityError says what is wrong. Not *when*: the caller checks
+    :func:`valid_at` for the time that matters to it."""
     try:
         cert.verify_directly_issued_by(ca_cert)
     except (ValueError, TypeError, InvalidSignature) as err:
@@ -243,6 +260,26 @@ def certified(cert: x509.Certificate, ca_cert: x509.Certificate) -> tuple[str, s
     if len(units) != 1 or len(names) != 1 or units[0].value not in ROLES:
         raise IdentityError("certificate does not name a role and a subject")
     return str(units[0].value), str(names[0].value)
+
+
+def validity_ms(cert: x509.Certificate) -> tuple[int, int]:
+    """When ``cert`` is valid, in ms since the epoch: from the first through the second, both
+    included (RFC 5280 §4.1.2.5; X.509 times are whole seconds)."""
+    return (int(cert.not_valid_before_utc.timestamp()) * 1000,
+            int(cert.not_valid_after_utc.timestamp()) * 1000)
+
+
+def valid_at(cert: x509.Certificate, ms: int) -> bool:
+    """True when ``ms`` is within ``cert``'s validity period (:func:`validity_ms`).
+
+    :func:`certified` checks who issued a certificate and for what, never when: every place that
+    accepts a signature also asks whether the certificate (and the CA's) was valid at the time
+    that matters there — a token's check at the bus's now (protocols/inspector_token.py), a
+    bundle's ``created`` (protocols/bundle_check.py), an ack at the agent's clock
+    (agent/acks.py), a checkpoint when the collector received it (the keyring's periods,
+    protocols/keyring.py). See docs/trust.md, "Validity periods"."""
+    first, last = validity_ms(cert)
+    return first <= ms <= last
 
 
 def public_key_of(cert: x509.Certificate) -> ed25519.Ed25519PublicKey:

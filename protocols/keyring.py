@@ -18,7 +18,14 @@ from typing import Any, Final
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ed25519
 
-from protocols.identity import IdentityError, certified, key_id, load_cert, public_key_of
+from protocols.identity import (
+    IdentityError,
+    certified,
+    key_id,
+    load_cert,
+    public_key_of,
+    validity_ms,
+)
 from protocols.records import RecordError, ms_to_ts, ts_to_ms
 
 KEYRING_SCHEMA: Final = 1
@@ -37,13 +44,24 @@ class KeyEntry:
     revoked_ms: int | None
 
     def valid_at(self, ms: int) -> bool:
-        """True when the key was certified and not revoked at ``ms``."""
-        end = self.not_after_ms if self.revoked_ms is None else min(self.not_after_ms, self.revoked_ms)
-        return self.not_before_ms <= ms < end
+        """True when the key was certified and not revoked at ``ms``: within its certificate's
+        validity and the fleet CA's, both ends included (RFC 5280, as
+        :func:`protocols.identity.valid_at`), and before the revocation."""
+        if self.revoked_ms is not None and ms >= self.revoked_ms:
+            return False
+        return self.not_before_ms <= ms <= self.not_after_ms
 
 
 def _cert_ms(value: Any) -> int:
     return int(value.timestamp() * 1000)
+
+
+def _period(cert: x509.Certificate, ca_cert: x509.Certificate) -> tuple[int, int]:
+    """When a key is certified: its certificate's validity within the fleet CA's (a key is
+    trusted only while the certificate that certifies it and the CA's are both valid)."""
+    first, last = validity_ms(cert)
+    ca_first, ca_last = validity_ms(ca_cert)
+    return max(first, ca_first), min(last, ca_last)
 
 
 class Keyring:
@@ -120,14 +138,15 @@ def load_keyring(path: Path, ca_cert: x509.Certificate) -> Keyring:
             role, name = certified(cert, ca_cert)
             key = public_key_of(cert)
             revoked = raw.get("revoked")
+            first, last = _period(cert, ca_cert)
             entries.append(
                 KeyEntry(
                     role=role,
                     name=name,
                     key_id=key_id(key),
                     key=key,
-                    not_before_ms=_cert_ms(cert.not_valid_before_utc),
-                    not_after_ms=_cert_ms(cert.not_valid_after_utc),
+                    not_before_ms=first,
+                    not_after_ms=last,
                     revoked_ms=None if revoked is None else ts_to_ms(str(revoked)),
                 )
             )

@@ -10,6 +10,9 @@ from frota.errors import UserError
 from protocols.bundle_check import BundleReport, Problem
 
 LANGS = ("en", "pt-BR")
+#: The problems of a certificate not valid when the bundle says it was made.
+TIME_CODES = frozenset({"no_created", "signer_not_yet_valid", "signer_expired",
+                        "ca_not_yet_valid", "ca_expired"})
 
 #: Every problem's message, by language; fields from Problem.detail and ``seq``.
 MESSAGES: dict[str, dict[str, str]] = {
@@ -26,6 +29,16 @@ MESSAGES: dict[str, dict[str, str]] = {
         "bad_certificate": "the signer's certificate does not chain to the fleet CA: {why}",
         "wrong_signer": "certificate of {role} {name} may not sign this bundle",
         "bad_signature": "the manifest's signature does not verify (manifest changed after signing)",
+        "no_created": "the manifest does not say when the bundle was made ({created}): the "
+                      "certificates' validity cannot be checked",
+        "signer_not_yet_valid": "the bundle says it was made at {created}, BEFORE the signer's "
+                                "certificate was valid ({not_before} to {not_after})",
+        "signer_expired": "the bundle says it was made at {created}, AFTER the signer's "
+                          "certificate expired ({not_before} to {not_after})",
+        "ca_not_yet_valid": "the bundle says it was made at {created}, BEFORE the fleet CA's "
+                            "certificate was valid ({not_before} to {not_after})",
+        "ca_expired": "the bundle says it was made at {created}, AFTER the fleet CA's "
+                      "certificate expired ({not_before} to {not_after})",
         "signer_unknown": "the signer's key is not in the keyring (--keyring, or keyring.json "
                           "beside --ca): a key the fleet never registered, or a keyring older "
                           "than the key",
@@ -65,6 +78,17 @@ MESSAGES: dict[str, dict[str, str]] = {
         "wrong_signer": "o certificado de {role} {name} não pode assinar este pacote",
         "bad_signature": "a assinatura do manifesto não confere (manifesto alterado após a "
                          "assinatura)",
+        "no_created": "o manifesto não diz quando o pacote foi feito ({created}): a validade dos "
+                      "certificados não pode ser conferida",
+        "signer_not_yet_valid": "o pacote diz ter sido feito em {created}, ANTES do início da "
+                                "validade do certificado de quem assinou ({not_before} a "
+                                "{not_after})",
+        "signer_expired": "o pacote diz ter sido feito em {created}, DEPOIS de expirado o "
+                          "certificado de quem assinou ({not_before} a {not_after})",
+        "ca_not_yet_valid": "o pacote diz ter sido feito em {created}, ANTES do início da "
+                            "validade do certificado da AC da frota ({not_before} a {not_after})",
+        "ca_expired": "o pacote diz ter sido feito em {created}, DEPOIS de expirado o "
+                      "certificado da AC da frota ({not_before} a {not_after})",
         "signer_unknown": "a chave do signatário não consta do chaveiro (--keyring, ou "
                           "keyring.json ao lado de --ca): chave que a frota nunca registrou, ou "
                           "chaveiro mais antigo que a chave",
@@ -105,6 +129,8 @@ WORDS: dict[str, dict[str, str]] = {
         "outside": "{n} link(s) of records outside the period followed (their hashes are in the "
                    "signed manifest)",
         "finding": "the accident-data export of finding {id} ({rule}; {basis})",
+        "validity": "certificates valid when the bundle says it was made: the signer's "
+                    "{signer_from} to {signer_to}, the fleet CA's {ca_from} to {ca_to}",
         "keyring": "keyring: the signer's key is the fleet's, not revoked",
         "revoked_later": "keyring: the signer's key was revoked at {revoked}, after the bundle "
                          "says it was made",
@@ -127,6 +153,8 @@ WORDS: dict[str, dict[str, str]] = {
                    "manifesto assinado)",
         "finding": "dados do registrador após acidente com vítimas: ocorrência {id} ({rule}; "
                    "{basis})",
+        "validity": "certificados válidos quando o pacote diz ter sido feito: o de quem assinou "
+                    "de {signer_from} a {signer_to}, o da AC da frota de {ca_from} a {ca_to}",
         "keyring": "chaveiro: a chave do signatário é da frota, não revogada",
         "revoked_later": "chaveiro: a chave do signatário foi revogada em {revoked}, depois de "
                          "feito o pacote segundo ele",
@@ -197,6 +225,12 @@ def render(path: str, report: BundleReport, lang: str) -> list[str]:
         out.append(words["ca_given" if report.ca_given else "ca_own"].format(
             fp=report.ca_fingerprint))
     codes = {p.code for p in report.problems}
+    if len(report.validity) == 2 and not codes & TIME_CODES:
+        zone = m.get("timezone", "UTC")
+        shown = {f"{what}_{end}": (_local(ts, zone) if lang == "pt-BR" else ts)
+                 for what, period in report.validity.items()
+                 for end, ts in zip(("from", "to"), period, strict=True)}
+        out.append(words["validity"].format(**shown))
     if report.keyring_checked and not codes & {"signer_unknown", "signer_revoked"}:
         out.append(words["keyring"] if report.signer_revoked is None else
                    words["revoked_later"].format(revoked=report.signer_revoked))

@@ -8,6 +8,7 @@ logged."""
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import re
 import time
@@ -31,6 +32,7 @@ from protocols import identity
 from protocols.bundle_check import check_bundle
 from protocols.inspector_token import TokenError, check, issue
 from tests.pages.test_pages_browser import browser, page_ok  # noqa: F401 (a fixture)
+from tests.roadside.backdate import backdate_fleet
 from tests.services import free_port, serve_app
 from tests.trust.broker import broker_user
 from tests.trust.fleet import speed
@@ -38,6 +40,7 @@ from tests.trust.fleet import speed
 BUS, OTHER = "ABC1D23", "XYZ9K88"
 T0 = 1_772_460_000_000        # 2026-03-02T14:00:00Z: frame n of tests/trust/fleet.py at T0 + n s
 HOUR = 3_600_000
+SINCE = dt.datetime(2026, 2, 1, tzinfo=dt.UTC)
 
 
 @dataclass
@@ -53,6 +56,8 @@ def fleet(tmp_path: Path) -> Fleet:
                              bind="127.0.0.1", broker_user=broker_user(), persistence=False)
     agent_toml = provisioning.add_vehicle(made, BUS, str(tmp_path / "buffer.sqlite"))
     provisioning.add_vehicle(made, OTHER, str(tmp_path / "other.sqlite"))
+    # the tokens and records are of 2026-03-02: certificates valid since a month before
+    backdate_fleet(made.folder, SINCE)
     return Fleet(made.folder, agent_toml, made.ca_cert_path)
 
 
@@ -101,9 +106,10 @@ def test_only_a_collector_of_this_fleet_issues_tokens(fleet: Fleet) -> None:
     with pytest.raises(TokenError, match="not issued by a collector"):
         check(token, ca, BUS, T0 + 1)
     # a collector of another CA
-    other_key, other_ca = identity.make_ca("another fleet")
+    other_key, other_ca = identity.make_ca("another fleet", not_before=SINCE)
     key = identity.new_signing_key()
-    cert = identity.certify_signing_key(other_key, other_ca, "main", "collector", key.public_key())
+    cert = identity.certify_signing_key(other_key, other_ca, "main", "collector", key.public_key(),
+                                        not_before=SINCE)
     with pytest.raises(TokenError, match="not issued under this fleet's CA"):
         check(issue(key, cert, "eu", [BUS], T0, 1), ca, BUS, T0 + 1)
     # a genuine one with its claims edited (another vehicle): the signature fails

@@ -187,6 +187,7 @@ def _hand_bundle(outside: list[dict[str, object]]) -> tuple[bytes, x509.Certific
 
     from protocols.bundle import chains, pack
     from protocols.chain import GENESIS, record_hash
+    from protocols.records import ms_to_ts, now_ms
 
     signer, ca = fleet_signer()
     recs: list[dict[str, object]] = []
@@ -202,6 +203,7 @@ def _hand_bundle(outside: list[dict[str, object]]) -> tuple[bytes, x509.Certific
             "prev": recs[1]["prev"], "state": "stored"}
     manifest = {"vehicle": "FRT1A01", "from": "2026-03-02T00:00:00.000Z",
                 "to": "2026-03-03T00:00:00.000Z", "records": 2, "chains": chains(lines),
+                "created": ms_to_ts(now_ms()),     # fleet_signer's certificates are from now
                 "outside": [dict(link, **o) for o in outside]}
     return pack({"records.jsonl": b"".join(x + b"\n" for x in lines)}, manifest, signer), ca
 
