@@ -208,6 +208,25 @@ def test_an_expired_token_stays_expired_on_a_pi_that_booted_in_the_past(
     assert "expirou" in refused.text
 
 
+def test_a_token_whose_collector_certificate_expired_is_refused_on_the_page(
+        page: tuple[str, Fleet, list[int]]) -> None:
+    base, fleet, _ = page
+    ckey, ccert = _collector_key(fleet)
+    # the same collector key, certified by the fleet CA until T0 + 30 min only; a token within
+    # it (T0 to T0 + 30 min); the page's now (its clock, T0 + 1 h) is past the certificate
+    ca_key = identity.load_ca_key(fleet.folder / "ca" / "ca.key")
+    short = identity.certify_signing_key(ca_key, identity.load_cert_file(fleet.ca), "main",
+                                         "collector", ckey.public_key(), days=1 / 48,
+                                         not_before=dt.datetime(2026, 3, 2, 14, tzinfo=dt.UTC))
+    token = issue(ckey, short, "Ana", [BUS], T0, 0.5)
+    refused = httpx.get(base + "/", params={"t": token}, timeout=30)
+    assert refused.status_code == 401
+    assert "o certificado do coletor main expirou em 02/03/2026 14:30:00 UTC" in refused.text
+    # the same token from the provisioned certificate (valid for years) is accepted
+    assert httpx.get(base + "/", params={"t": issue(ckey, ccert, "Ana", [BUS], T0, 4)},
+                     timeout=30).status_code == 200
+
+
 def test_page_options_are_checked_before_serving(fleet: Fleet,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     base = ["agent", "page", "--config", str(fleet.agent_toml)]
