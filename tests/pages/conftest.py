@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,12 +81,14 @@ def server(tmp_path_factory: pytest.TempPathFactory,
     yield from _serve(tmp_path_factory.mktemp("server"), scenario_store)
 
 
-def fleet_signer() -> tuple[BundleSigner, x509.Certificate]:
+def fleet_signer(not_before: dt.datetime | None = None) -> tuple[BundleSigner, x509.Certificate]:
     """A fleet CA and a collector's certified Ed25519 key (as ``frota provision`` makes them),
-    as a bundle signer; and the CA certificate."""
-    ca_key, ca_cert = identity.make_ca("Frota test fleet CA")
+    as a bundle signer; and the CA certificate. Valid from now, or from ``not_before`` for a
+    bundle made at an earlier time (its ``created`` must lie within them, docs/trust.md)."""
+    ca_key, ca_cert = identity.make_ca("Frota test fleet CA", not_before=not_before)
     key = identity.new_signing_key()
-    cert = identity.certify_signing_key(ca_key, ca_cert, "central", "collector", key.public_key())
+    cert = identity.certify_signing_key(ca_key, ca_cert, "central", "collector", key.public_key(),
+                                        not_before=not_before)
     signer = BundleSigner("central", identity.key_id(key.public_key()),
                           identity.cert_pem(cert).decode(), identity.cert_pem(ca_cert).decode(),
                           key.sign)

@@ -5,6 +5,7 @@ find the bundle made honestly INTACT, and a bundle of an empty period too."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -44,7 +45,7 @@ def web(tmp_path: Path) -> Iterator[Web]:
 
 
 def _check(web: Web, since: int, until: int) -> tuple[Any, int]:
-    signer, ca = fleet_signer()
+    signer, ca = fleet_signer(not_before=dt.datetime(2026, 3, 1, tzinfo=dt.UTC))  # made at NOW
     data = export.bundle(web, FISCAL, "FRT1A01", since, until, signer, NOW)
     report = check_bundle(data, ca)
     return report, web.store.count("FRT1A01")
