@@ -6,6 +6,8 @@ find the bundle made honestly INTACT, and a bundle of an empty period too."""
 from __future__ import annotations
 
 import datetime as dt
+import io
+import zipfile
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -44,8 +46,12 @@ def web(tmp_path: Path) -> Iterator[Web]:
         store.close()
 
 
+def _signer() -> tuple[Any, Any]:
+    return fleet_signer(not_before=dt.datetime(2026, 3, 1, tzinfo=dt.UTC))  # made at NOW
+
+
 def _check(web: Web, since: int, until: int) -> tuple[Any, int]:
-    signer, ca = fleet_signer(not_before=dt.datetime(2026, 3, 1, tzinfo=dt.UTC))  # made at NOW
+    signer, ca = _signer()
     data = export.bundle(web, FISCAL, "FRT1A01", since, until, signer, NOW)
     report = check_bundle(data, ca)
     return report, web.store.count("FRT1A01")
@@ -84,3 +90,50 @@ def test_a_bundle_made_while_its_day_is_compacted_is_intact(
     assert compacted[0] is not None
     assert report.intact, report.problems[:5]
     assert report.records == expected
+
+
+def _records_member(data: bytes) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(data)) as zf:
+        return zf.read("records.jsonl")
+
+
+def test_a_period_across_a_compacted_day_gives_the_same_records(web: Web) -> None:
+    """2026-03-01 to 2026-03-04 (seq 101 of the day before among them): the same
+    ``records.jsonl`` byte for byte once 2026-03-02 is compacted, and intact."""
+    since, until = ts_to_ms("2026-03-01T03:00:00Z"), ts_to_ms("2026-03-04T03:00:00Z")
+    signer, ca = _signer()
+    before = export.bundle(web, FISCAL, "FRT1A01", since, until, signer, NOW)
+    assert compaction.compact_day(web.store, "FRT1A01", date(2026, 3, 2), DAY_LO, DAY_HI,
+                                  now_ms=NOW) is not None
+    after = export.bundle(web, FISCAL, "FRT1A01", since, until, signer, NOW)
+    assert _records_member(after) == _records_member(before)
+    report = check_bundle(after, ca)
+    assert report.intact, report.problems[:5]
+    assert report.records == check_bundle(before, ca).records > 13_000
+    # the compacted day alone, and a period ending inside it
+    for lo, hi in ((DAY_LO, DAY_HI), (DAY_LO + 3_600_000, DAY_HI - 3_600_000)):
+        report = check_bundle(export.bundle(web, FISCAL, "FRT1A01", lo, hi, signer, NOW), ca)
+        assert report.intact, report.problems[:5]
+
+
+def test_a_member_lying_about_its_size_is_unreadable_not_read_whole(web: Web) -> None:
+    """A zip bomb: a member of 50 MB of zeros whose headers say 10 bytes. The checker reads no
+    more than the declared size (the CRC then fails): a problem, never the 50 MB."""
+    signer, ca = _signer()
+    data = export.bundle(web, FISCAL, "FRT1A01", DAY_LO, DAY_HI, signer, NOW)
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, \
+            zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+        dst.writestr("findings.jsonl.bak", b"\0" * (50 << 20))
+    raw = bytearray(out.getvalue())
+    # the bomb's sizes (uncompressed: 4 bytes at 22 in its local header, 24 in its central
+    # directory entry) rewritten as 10
+    name = b"findings.jsonl.bak"
+    local = raw.rfind(b"PK\x03\x04", 0, raw.find(name))
+    central = raw.rfind(b"PK\x01\x02", 0, raw.rfind(name))
+    raw[local + 22:local + 26] = (10).to_bytes(4, "little")
+    raw[central + 24:central + 28] = (10).to_bytes(4, "little")
+    codes = {p.code for p in check_bundle(bytes(raw), ca).problems}
+    assert "unreadable" in codes
