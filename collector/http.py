@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -79,8 +80,16 @@ def log_fiscal_read(request: Request, token: Token) -> None:
         return
     query = f"?{request.url.query}" if request.url.query else ""
     client = request.client.host if request.client else "?"
+    # the path as sent, percent-encoded as the query is: decoded, a newline (%0A) or a terminal
+    # escape in it would let the fiscal write a line of the audit of their own reads
     log.info("fiscal read: token %s from %s: %s %s%s", token.id, client, request.method,
-             request.url.path, query)
+             quote(request.url.path, safe=_PATH_SAFE), quote(query, safe=_QUERY_SAFE))
+
+
+#: Kept as they are in a logged path (the rest percent-encoded), and in a logged query (which
+#: comes percent-encoded already: only what is not printable ASCII is encoded).
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+_QUERY_SAFE = "".join(map(chr, range(0x21, 0x7F)))
 
 
 Caller = Annotated[Token, Depends(_caller)]

@@ -57,3 +57,25 @@ def test_a_date_is_the_local_days_first_instant(server: Server) -> None:
     day = server.get("/findings?vehicle=FRT2B02&since=2026-03-03&until=2026-03-04",
                      token).json()["findings"]
     assert day  # the breakdown's day has findings
+
+
+def test_a_fiscal_read_is_logged_on_one_line_whatever_its_path(
+        server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    """The audit of a fiscal's reads (1598d5e) cannot be forged by the fiscal: a path with a
+    newline or another control character (percent-encoded in the request, decoded in the path)
+    is logged escaped, one line a read."""
+    fiscal = server.token("fiscal")
+    forged = "fiscal read: token someone-else from 10.0.0.1: GET x"
+    with caplog.at_level("INFO", logger="collector.http"):
+        for sep in ("%0A", "%0D", "%1B%5B2K", "%E2%80%A8"):
+            path = f"/vehicles/FRT1A01/days/2026-03-02{sep}{quote(forged, safe='')}"
+            assert server.get(path, fiscal).status_code < 500
+            assert server.get(f"/findings?since=2026-03-02{sep}x", fiscal).status_code < 500
+    reads = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fiscal read")]
+    assert len(reads) == 8
+    for message in reads:
+        assert message.isprintable(), message
+    # the terminal escape (ESC [2K: erase the line) as it was sent
+    assert reads[4] == ("fiscal read: token {id} from 127.0.0.1: GET /vehicles/FRT1A01/days/"
+                        "2026-03-02%1B%5B2Kfiscal%20read:%20token%20someone-else%20from%2010.0.0.1:"
+                        "%20GET%20x").format(id=fiscal.split("_")[1])
