@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import ipaddress
 import logging
+import socket
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -206,14 +207,31 @@ def listen_address(text: str) -> tuple[str, int]:
     host = host.strip("[]")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"--listen {text!r} is not HOST:PORT")
-    try:
-        wildcard = ipaddress.ip_address(host).is_unspecified
-    except ValueError:
-        wildcard = False           # a host name: resolved by the server, as given
-    if wildcard:
+    if _every_interface(host):
         raise ValueError(f"--listen {text!r} is every interface, the cellular modem's too: give "
                          "the address of the bus's local network (its Wi-Fi)")
     return host, int(port)
+
+
+def _every_interface(host: str) -> bool:
+    """Whether binding ``host`` listens on every interface. Not only ``0.0.0.0`` and ``::``:
+    the server resolves what it is given (``getaddrinfo``), and ``0``, ``0.0``, ``0x0`` or
+    ``000.000.000.000`` are 0.0.0.0 to it, ``::ffff:0.0.0.0`` every IPv4 interface; so the
+    host is resolved as the server will, and each address it gives is looked at."""
+    try:
+        found = [str(info[4][0]) for info in
+                 socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)]
+    except (OSError, UnicodeError):  # not resolved: the server will say so
+        found = [host]
+    for text in found:
+        try:
+            address = ipaddress.ip_address(text.partition("%")[0])
+        except ValueError:
+            continue
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        if address.is_unspecified or (mapped is not None and mapped.is_unspecified):
+            return True
+    return False
 
 
 def serve(config: AgentConfig, fleet_ca: x509.Certificate, zone: ZoneInfo, host: str,
