@@ -147,7 +147,8 @@ def test_batch_forms_are_rfc8785_of_the_normalized_record(recs: list[dict[str, A
         assert _canonical_or_none(rec) == want, rec
 
 
-def _commit(recs: list[dict[str, Any]], seq: int, prev: str) -> tuple[list[str], str]:
+def _commit(recs: list[dict[str, Any]], seq: int, prev: str
+            ) -> tuple[list[str], list[int], str]:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     migrate(conn)
     conn.execute("INSERT INTO meta VALUES ('agent', ?)", (AGENT,))
@@ -157,7 +158,7 @@ def _commit(recs: list[dict[str, Any]], seq: int, prev: str) -> tuple[list[str],
     sent = [sent_body(row[0], row[2], row[5], row[8], agent_json(AGENT)) for row in rows]
     assert sent == [view[row[0]] for row in rows]  # the SQL view writes the same bodies
     conn.close()
-    return sent, last
+    return sent, [row[1] for row in rows], last
 
 
 @settings(max_examples=300, deadline=None)
@@ -185,13 +186,16 @@ def test_the_buffer_chain_verifies_by_the_oracle(
                 if k not in ("vehicle", "ts", "kind", "agent", "seq", "prev")}}
             for extra, kind, ts in fields]
     prev = hashlib.sha256(str(seq).encode()).hexdigest()
-    sent, last = _commit(recs, seq, prev)
+    sent, times, last = _commit(recs, seq, prev)
     # dropped: a record with no canonical form, and (as before today's fast paths: the buffer
     # writes JSON with orjson) one holding an integer beyond 64 bits
     kept = [rec for rec in recs if oracle({**rec, "agent": AGENT, "seq": 1, "prev": prev})
             is not None and not _beyond_64_bits(rec)]
     assert len(sent) == len(kept)
     for n, (body, rec) in enumerate(zip(sent, kept, strict=True)):
+        # the row's ts_ms: the instant of its ts (the buffer's queries and exports go by it)
+        instant = datetime.fromisoformat(_oracle_ts(rec["ts"]).replace("Z", "+00:00"))
+        assert times[n] == round((instant - _EPOCH).total_seconds() * 1000)
         got = json.loads(body)
         assert _same(got, {**rec, "agent": AGENT, "seq": seq + n, "prev": prev})
         want = oracle(got)
