@@ -72,25 +72,40 @@ def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
     bundle and each agent's seqs, not every record's text and line (31 days at 1 Hz are
     millions).
 
-    The store is read page by page while the ZIP is written: a day of the period compacted
-    meanwhile (its rows moved into ``disc_days`` between two pages) would be missing from the
-    bundle — and, the records after the move being the chain's last, the bundle would still
-    verify INTACT. The compacted days of the period are compared before and after; the bundle
-    is made again when they changed (:data:`TRIES` times, then ExportError)."""
+    The store is read page by page while the ZIP is written, and it may change meanwhile:
+
+    - a day of the period compacted (its rows moved into ``disc_days`` between two pages)
+      would be missing from the bundle — and, the records after the move being the chains'
+      last, the bundle would still verify INTACT. The compacted days of the period are compared
+      before and after;
+    - a record of the period stored late in the middle of a chain (a batch redelivered, or
+      stored by another collector of a shared store) after its time was read: the manifest's
+      link for its seq then has a time inside the period, which ``frota verify`` reads as a
+      record removed (``missing_in_period``).
+
+    Either way the bundle is made again (:data:`TRIES` times; then ExportError for the first,
+    the last bundle for the second: a link inside the period that stays is the store's own,
+    and the bundle says so)."""
     check_period(since_ms, until_ms)
+    data, compacted = b"", False
     for _ in range(TRIES):
         before = store_disc.days(web.store, vehicle, since_ms, until_ms)
-        data = _bundle(web, user, vehicle, since_ms, until_ms, signer, now_ms, extra)
-        if store_disc.days(web.store, vehicle, since_ms, until_ms) == before:
+        data, whole = _bundle(web, user, vehicle, since_ms, until_ms, signer, now_ms, extra)
+        compacted = store_disc.days(web.store, vehicle, since_ms, until_ms) != before
+        if not compacted and whole:
             return data
-    raise ExportError("the period's days were being compacted while the bundle was made; "
-                      "try again")
+    if compacted:
+        raise ExportError("the period's days were being compacted while the bundle was made; "
+                          "try again")
+    return data
 
 
 def _bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
-            signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None) -> bytes:
-    """One making of :func:`bundle`'s bytes."""
-    summed, counted = Chains(), [0]
+            signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None
+            ) -> tuple[bytes, bool]:
+    """One making of :func:`bundle`'s bytes; and False when a link of the manifest's
+    ``outside`` has its time inside the period (a record stored while the bundle was read)."""
+    summed, counted, whole = Chains(), [0], [True]
     seqs: dict[str, set[int]] = {}  # each agent's seqs in the bundle (for the outside links)
 
     def record_lines() -> Iterator[bytes]:
@@ -126,12 +141,22 @@ def _bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
             "record_schema": 1, "chains": summed.result(),
         }
         manifest["outside"] = outside_links(web.store, vehicle, manifest["chains"], seqs)
+        whole[0] = not any(_inside(link.get("ts"), since_ms, until_ms)
+                           for link in manifest["outside"])
         manifest.update(extra or {})
         return manifest
 
     out = io.BytesIO()
     pack_to(out, files, finish, signer)
-    return out.getvalue()
+    return out.getvalue(), whole[0]
+
+
+def _inside(ts: Any, since_ms: int, until_ms: int) -> bool:
+    """Whether a link's time lies in the period (as protocols/bundle_check.py reads it)."""
+    try:
+        return isinstance(ts, str) and since_ms <= ts_to_ms(ts) < until_ms
+    except ValueError:
+        return False
 
 
 def day_period(web: Web, vehicle: str, day_text: str) -> tuple[int, int]:

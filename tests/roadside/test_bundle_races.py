@@ -19,14 +19,15 @@ from collector import compaction
 from collector import store as store_module
 from collector.ingest import Ingest
 from collector.rules.profile import load_profiles
-from collector.store import Store, open_store
+from collector.store import Store, open_store, record_row
 from collector.tokens import Token
 from collector.web import export
 from collector.web.context import RegistryFile, Web
 from protocols.bundle_check import check_bundle
+from protocols.chain import GENESIS, record_hash
 from protocols.records import ts_to_ms
 from tests.pages.conftest import fleet_signer
-from tests.pages.fleet import OPERATORS
+from tests.pages.fleet import OPERATORS, _render, write_registry
 from tests.roadside.bundles import chained_store
 
 FISCAL = Token("t1", "fiscal", None, "2026-03-05T00:00:00.000Z", "x")
@@ -137,3 +138,44 @@ def test_a_member_lying_about_its_size_is_unreadable_not_read_whole(web: Web) ->
     raw[central + 24:central + 28] = (10).to_bytes(4, "little")
     codes = {p.code for p in check_bundle(bytes(raw), ca).problems}
     assert "unreadable" in codes
+
+
+def test_a_bundle_made_while_a_late_record_of_its_period_arrives_is_intact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seq 50 (a record of the period, in the middle of the chain) arrives late — a batch
+    redelivered, or stored by another collector of a shared store — while the bundle is read
+    past its time: the bundle must not list it as a link outside the period, which ``frota
+    verify`` reads as a record removed (``missing_in_period``)."""
+    records = _render("sp-clean", tmp_path / "clean.jsonl")
+    records.sort(key=lambda r: ts_to_ms(str(r["ts"])))
+    registry = write_registry(tmp_path)
+    prev, rows = GENESIS, []
+    for seq, rec in enumerate(records[:400], start=1):
+        chained = {**rec, "agent": "a1", "seq": seq, "prev": prev}
+        digest = record_hash(chained)
+        rows.append(record_row(chained, NOW, digest, prev))
+        prev = digest
+    late = rows.pop(49)
+    store = open_store(str(tmp_path / "collector.db"))
+    try:
+        store.put(rows, (), [("FRT1A01", rows[-1][4], NOW, "a1")])
+        web = Web(store, RegistryFile(registry), load_profiles(), Ingest(
+            store, lambda: frozenset(OPERATORS)), lambda: dict(OPERATORS))
+        monkeypatch.setattr(store_module, "PAGE", 50)
+        read = Store._rows
+        arrived: list[int] = []
+
+        def rows_then_arrive(self: Store, vehicle: str, lo: int, hi: int
+                             ) -> Iterator[tuple[int, int, str]]:
+            for n, row in enumerate(read(self, vehicle, lo, hi)):
+                if n == 120 and not arrived:  # past seq 50's time
+                    arrived.append(self.put([late]))
+                yield row
+
+        monkeypatch.setattr(Store, "_rows", rows_then_arrive)
+        report, _ = _check(web, DAY_LO, DAY_HI)
+        assert arrived == [1]
+        assert report.intact, report.problems[:5]
+        assert report.records == 400
+    finally:
+        store.close()
