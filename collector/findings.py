@@ -311,7 +311,7 @@ class LiveFindings:
         except Exception:
             log.exception("findings: integrity events not counted")
             integrity = -1
-        while not self._stop.wait(4 * self.poll_s):
+        while not self._stop.wait(max(4 * self.poll_s, 1.0)):   # a count(*) under the lock
             try:
                 now = time.monotonic()
                 events = self._integrity_count()
