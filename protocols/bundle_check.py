@@ -21,6 +21,7 @@ import binascii
 import hashlib
 import io
 import itertools
+import struct
 import zipfile
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,18 @@ MAX_MEMBERS = 200
 #: The most bytes read from all members together (each is held in memory): a bundle of 200
 #: members of 2 GiB each must not exhaust the inspector's computer.
 MAX_TOTAL = MAX_MEMBER + (64 << 20)
+#: The largest bundle file checked: its members' bounded total (compressed no larger) and room
+#: for the ZIP's own headers.
+MAX_BUNDLE = MAX_TOTAL + (64 << 20)
+#: The most bytes of the ZIP's central directory (46 bytes and a name a member: a bundle's is a
+#: few KB). ``zipfile`` makes an object of every entry the directory lists when it opens the
+#: file, before any count can be checked: 200,000 empty members, a 17 MB file, cost 120 MB
+#: of memory, and a 2 GB one would take the inspector's computer down.
+MAX_DIRECTORY = 1 << 20
+#: CPython's reader of the ZIP's end record (what ``zipfile.ZipFile`` itself reads first, so
+#: the directory's size bounded here is the one it reads); private, hence looked up.
+_END_RECORD: Any = getattr(zipfile, "_EndRecData", None)
+_DIRECTORY_SIZE: int = getattr(zipfile, "_ECD_SIZE", 5)
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,9 @@ def check_bundle(data: bytes, fleet_ca: x509.Certificate | None,
     ``keyring`` the fleet's keyring (checked against ``fleet_ca``): the signer's key must be in
     it and not revoked when the manifest says the bundle was made."""
     report = BundleReport(ca_given=fleet_ca is not None)
+    if len(data) > MAX_BUNDLE or _directory_size(data) > MAX_DIRECTORY:
+        report.problems.append(Problem("too_large"))
+        return report
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = zf.infolist()
@@ -134,6 +150,18 @@ def check_bundle(data: bytes, fleet_ca: x509.Certificate | None,
     if RECORDS in listed and RECORDS in members:
         _check_records(report, members[RECORDS])
     return report
+
+
+def _directory_size(data: bytes) -> int:
+    """The size of the ZIP's central directory as its end record says (0 when there is none
+    to read: ``zipfile`` then refuses the file)."""
+    if _END_RECORD is None:
+        return 0
+    try:
+        end = _END_RECORD(io.BytesIO(data))
+    except (OSError, ValueError, struct.error):
+        return 0
+    return int(end[_DIRECTORY_SIZE]) if end else 0
 
 
 def _object(data: bytes | None) -> dict[str, Any] | None:

@@ -179,3 +179,26 @@ def test_a_bundle_made_while_a_late_record_of_its_period_arrives_is_intact(
         assert report.records == 400
     finally:
         store.close()
+
+
+def test_a_zip_listing_thousands_of_members_is_refused_before_it_is_opened(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A central directory of 30,000 empty members (a 2.6 MB file; at 2 GB, tens of GB of
+    memory to open): too large, found from the ZIP's end record before ``zipfile`` lists it."""
+    from protocols import bundle_check
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        for n in range(30_000):
+            zf.writestr(f"{n}", b"")
+    data = out.getvalue()
+
+    def never(*_: object, **__: object) -> None:
+        raise AssertionError("the ZIP was opened")
+
+    monkeypatch.setattr(zipfile, "ZipFile", never)
+    assert [p.code for p in check_bundle(data, None).problems] == ["too_large"]
+    monkeypatch.undo()
+    # and a file larger than any bundle is not opened either
+    monkeypatch.setattr(bundle_check, "MAX_BUNDLE", len(data) - 1)
+    assert [p.code for p in check_bundle(data, None).problems] == ["too_large"]
