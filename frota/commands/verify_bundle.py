@@ -272,11 +272,18 @@ def run_bundle(path: str, ca: Path | None, lang: str, keyring_path: Path | None 
             keyring = None if chosen is None else load_keyring(chosen, fleet_ca)
         except IdentityError as err:
             raise UserError(str(err)) from err
+    from protocols import bundle_check
+
     try:
-        data = Path(path).read_bytes()
+        # a file larger than any bundle is not read into memory at all
+        too_large = Path(path).stat().st_size > bundle_check.MAX_BUNDLE
+        data = b"" if too_large else Path(path).read_bytes()
     except OSError as err:
         raise UserError(f"cannot read {path}: {err.strerror or err}") from None
-    report = check_bundle(data, fleet_ca, keyring)
+    if too_large:
+        report = BundleReport(ca_given=fleet_ca is not None, problems=[Problem("too_large")])
+    else:
+        report = check_bundle(data, fleet_ca, keyring)
     for line in render(path, report, lang):
         print(line)
     return 0 if report.intact else NOT_INTACT

@@ -202,3 +202,21 @@ def test_a_zip_listing_thousands_of_members_is_refused_before_it_is_opened(
     # and a file larger than any bundle is not opened either
     monkeypatch.setattr(bundle_check, "MAX_BUNDLE", len(data) - 1)
     assert [p.code for p in check_bundle(data, None).problems] == ["too_large"]
+
+
+def test_frota_verify_does_not_read_a_file_larger_than_any_bundle(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from frota.cli import main
+    from protocols import bundle_check
+
+    path = tmp_path / "huge.zip"
+    path.write_bytes(b"PK" + b"\0" * 1000)
+    monkeypatch.setattr(bundle_check, "MAX_BUNDLE", 999)
+
+    def never(*_: object) -> bytes:
+        raise AssertionError("the file was read")
+
+    monkeypatch.setattr(Path, "read_bytes", never)
+    assert main(["verify", str(path)]) == 3
+    assert "too large to check" in capsys.readouterr().out
