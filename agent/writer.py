@@ -26,7 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 from agent.buffer import Buffer, BufferError
@@ -44,20 +44,25 @@ EVICT_STEP = 50
 RESERVE_RETRY_S = 60.0
 
 
-@dataclass(slots=True)
-class Group:
-    """Records of one source handed over together (one decoder feed), with the source's state.
+#: Records of one source handed over together (one decoder feed), with the source's state:
+#: (source, records, state, resume, ready). ``ready``: the records prepared
+#: (``agent.buffer_rows.prepare``), in the same order, or None when not prepared yet (then the
+#: commit prepares them). ``resume``: the source has taken back its last committed state after a
+#: drop; its groups are committed again from here on. A plain tuple, not a class: one is made
+#: per device frame in the source's thread and taken apart in the writer's, and a tuple costs
+#: the least of both (issue 16: the hand-over was ≈ 1 µs a record with a dataclass).
+Group = tuple[str, list[Record], str | None, bool, list[Ready] | None]
 
-    ``ready``: the records prepared (``agent.buffer_rows.prepare``), in the same order.
-    ``resume``: the source has taken back its last committed state after a drop; its groups
-    are committed again from here on.
-    """
+_records: Callable[[Group], list[Record]] = itemgetter(1)
+_resume: Callable[[Group], bool] = itemgetter(3)
+_ready: Callable[[Group], list[Ready] | None] = itemgetter(4)
 
-    source: str
-    records: list[Record] = field(default_factory=list)
-    state: str | None = None
-    resume: bool = False
-    ready: list[Ready] = field(default_factory=list)
+
+def group(source: str, records: list[Record] | None = None, state: str | None = None,
+          resume: bool = False) -> Group:
+    """A group made elsewhere than :meth:`BufferWriter.put_many` (its records prepared by the
+    commit)."""
+    return (source, records or [], state, resume, None)
 
 
 #: Called with (source, records dropped) when a full disk made a batch impossible to keep.
@@ -140,14 +145,14 @@ class BufferWriter:
         recs = list(records)
         if recs or state is not None:
             agent = self.buffer.agent
-            group = Group(source, recs, state, False, [prepare(rec, agent) for rec in recs])
-            self._queue.append(group)  # _hand, inline: one call a device frame in a burst
+            # _hand, inline: one call a device frame in a burst
+            self._queue.append((source, recs, state, False, [prepare(rec, agent) for rec in recs]))
             if not self._wake.is_set():
                 self._wake.set()
 
     def resume(self, source: str) -> None:
         """``source`` has restored its last committed state after a drop: accept its groups again."""
-        self._hand(Group(source, resume=True))
+        self._hand(group(source, resume=True))
 
     def _wait(self, timeout: float | None) -> bool:
         """Wait until something is queued (at most ``timeout`` seconds); True if it is."""
@@ -167,7 +172,7 @@ class BufferWriter:
             if first is None:
                 break
             batch = [first]
-            count = len(first.records)
+            count = len(first[1])
             deadline = time.monotonic() + self.commit_interval_s
             while count < self.commit_records:
                 count, stopping = self._take_queued(batch, count)
@@ -191,7 +196,7 @@ class BufferWriter:
         except Exception as err:  # the one writer thread must not die
             self.error = err
             log.exception("buffer writer: a commit failed unexpectedly; its %d records dropped",
-                          sum(len(g.records) for g in batch))
+                          sum(map(len, map(_records, batch))))
             self._drop(batch, "commit failed")
 
     def _drain(self) -> list[Group | None]:
@@ -210,19 +215,21 @@ class BufferWriter:
             if nxt is None:
                 return count, True
             batch.append(nxt)
-            count += len(nxt.records)
+            count += len(nxt[1])
         return count, False
 
     def _admit(self, batch: list[Group]) -> list[Group]:
         """Groups to commit: those of a source blocked since a drop are dropped until it resumes."""
+        if not self._blocked and not any(map(_resume, batch)):  # the usual batch, checked in C
+            return batch
         out: list[Group] = []
-        for group in batch:
-            if group.resume:
-                self._blocked.discard(group.source)
-            elif group.source in self._blocked:
-                self._drop([group])
+        for one in batch:
+            if one[3]:
+                self._blocked.discard(one[0])
+            elif one[0] in self._blocked:
+                self._drop([one])
             else:
-                out.append(group)
+                out.append(one)
         return out
 
     def _commit(self, batch: list[Group], *, final: bool) -> None:
@@ -260,11 +267,11 @@ class BufferWriter:
         """One commit of ``batch`` (evicting uploaded records while the buffer is full): True
         when committed, the error when full with nothing left to evict, False on another error."""
         agent = self.buffer.agent
-        for g in batch:
-            if len(g.ready) != len(g.records):  # not handed over by put_many: prepared here
-                g.ready = [prepare(rec, agent) for rec in g.records]
-        items = [(g.source, ready) for g in batch for ready in g.ready]
-        states = {g.source: g.state for g in batch if g.state is not None}
+        if None in map(_ready, batch):  # not handed over by put_many: prepared here
+            batch = [g if g[4] is not None else (*g[:4], [prepare(rec, agent) for rec in g[1]])
+                     for g in batch]
+        items = [(g[0], ready) for g in batch for ready in g[4]]  # type: ignore[union-attr]
+        states = {g[0]: g[2] for g in batch if g[2] is not None}
         owed = self._owed_full
         if owed is not None and self.full_record is not None:
             items.insert(0, ("agent", prepare(self.full_record(owed), agent)))
@@ -327,15 +334,15 @@ class BufferWriter:
         self._drop(batch)
 
     def _drop(self, batch: list[Group], why: str = "buffer full") -> None:
-        for group in batch:
-            if group.resume:
-                self._blocked.discard(group.source)
+        for source, records, state, resume, _ in batch:
+            if resume:
+                self._blocked.discard(source)
                 continue
-            self.dropped += len(group.records)
-            if group.state is not None:
-                self._blocked.add(group.source)
-            if self.on_drop is not None and (group.records or group.state is not None):
-                self.on_drop(group.source, group.records)
+            self.dropped += len(records)
+            if state is not None:
+                self._blocked.add(source)
+            if self.on_drop is not None and (records or state is not None):
+                self.on_drop(source, records)
         log.error("%s: %d records dropped so far", why, self.dropped)
 
     def stop(self, timeout: float = 30.0) -> None:

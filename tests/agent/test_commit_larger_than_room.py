@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from agent.buffer import Buffer
-from agent.writer import BufferWriter, Group
+from agent.writer import BufferWriter, group
 from protocols.records import Record
 from tests.agent.helpers import speed
 
@@ -24,7 +24,7 @@ def test_a_batch_larger_than_the_room_keeps_what_fits_and_drops_only_the_rest(
     writer = BufferWriter(path, commit_records=1000, max_bytes=256 * 1024)
     dropped: list[Record] = []
     writer.on_drop = lambda source, records: dropped.extend(records)
-    batch = [Group("reg", [speed(n, device_seq=n + 1) | {"raw": "ab" * 100}])
+    batch = [group("reg", [speed(n, device_seq=n + 1) | {"raw": "ab" * 100}])
              for n in range(1000)]
     try:
         writer._commit(batch, final=False)  # the writer thread's one commit, called here
