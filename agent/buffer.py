@@ -162,7 +162,7 @@ class Buffer:
                 rows, last_hash = build_rows(self.conn, self.agent, list(items), seq + 1, prev,
                                              now)
                 if rows:
-                    insert_rows(self.conn, rows)
+                    insert_rows(self.conn, rows, now)
                     seqs = [row[0] for row in rows]
                     self.conn.execute(
                         "INSERT OR REPLACE INTO meta (key, value) VALUES ('last_seq', ?), "

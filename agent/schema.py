@@ -155,6 +155,17 @@ MIGRATIONS: Final[tuple[tuple[str, str], ...]] = (
             FROM records;
         """,
     ),
+    (
+        # No frame-number index (issue 16: every registrador record was written into it). Its
+        # one reader is last_device_seq, once when the registrador's source starts; that query
+        # orders by seq and stops at the source's newest numbered record, a backward walk of
+        # the table from its end (with the index SQLite read and sorted all of the source's
+        # entries instead). Frames already captured are known by captured_frames (0005).
+        "0009-no-frame-index",
+        """
+        DROP INDEX IF EXISTS records_device_seq;
+        """,
+    ),
 )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pytest
+import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -57,10 +58,12 @@ def _stored(
     migrate(conn)
     conn.execute("INSERT INTO meta VALUES ('agent', ?)", (AGENT,))
     rows, last = build_rows(conn, AGENT, [(s, prepare(r, AGENT)) for s, r in items], seq, prev, 0)
-    insert_rows(conn, rows)
+    insert_rows(conn, rows, 0)
     view = dict(conn.execute("SELECT seq, body FROM record_bodies").fetchall())
-    out = [(row[0], sent_body(row[0], row[2], row[5], row[8], agent_json(AGENT)), view[row[0]])
-           for row in rows]
+    stored = conn.execute("SELECT seq, kind, body, prev FROM records ORDER BY seq").fetchall()
+    assert [s for s, *_ in stored] == [row[0] for row in rows]
+    out = [(s, sent_body(s, kind, body, prev, agent_json(AGENT)), view[s])
+           for s, kind, body, prev in stored]
     conn.close()
     return out, last
 
@@ -139,10 +142,11 @@ def test_which_records_are_stored_compact() -> None:
     conn = sqlite3.connect(":memory:", isolation_level=None)
     migrate(conn)
     rows, _ = build_rows(conn, AGENT, [("gps", prepare(r, AGENT)) for r in recs], 1, GENESIS, 0)
-    compact = (True, True)
-    whole = (False, False)
-    assert [(row[7] is None, row[8] is not None) for row in rows] == [
-        compact, compact, compact, whole, whole, whole]
+    insert_rows(conn, rows, 0)
+    compact = (1, 1)
+    whole = (0, 0)
+    assert conn.execute("SELECT hash IS NULL, prev IS NOT NULL FROM records ORDER BY seq"
+                        ).fetchall() == [compact, compact, compact, whole, whole, whole]
     conn.close()
 
 
@@ -178,7 +182,7 @@ def test_a_buffer_from_before_0008_keeps_every_record_and_chains_on(
     buf = Buffer(path)
     assert buf.agent == agent
     names = [n for (n,) in buf.conn.execute("SELECT name FROM migrations ORDER BY name")]
-    assert names[-1] == "0008-compact-bodies"
+    assert names[-2:] == ["0008-compact-bodies", "0009-no-frame-index"]
     counts = buf.counts()
     assert (counts.pending, counts.stored, counts.rejected, counts.last_seq) == (6, 3, 1, 10)
     assert buf.pending(0, 100) == [(s, old[s][0]) for s in range(5, 11)]
@@ -211,3 +215,58 @@ def test_a_frame_twice_in_one_commit_is_captured_once(tmp_path: Path) -> None:
                     ("reg", speed(4, device_seq=7)), ("reg", frame6)]) == [1, 2, 3, 4]
     assert [orjson.loads(b).get("device_seq") for _, b in buf.pending(0, 10)] == [5, 6, None, 7]
     buf.close()
+
+
+def test_a_buffer_of_0008_loses_only_its_frame_number_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0009-no-frame-index drops ``records_device_seq`` and nothing else: the records of a buffer
+    of 0008 are read as before, the registrador's last frame number (its catch-up start) is the
+    one of its newest numbered record, and a frame captured before is still known."""
+    path = tmp_path / "b.sqlite"
+    monkeypatch.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:8])
+    assert schema.MIGRATIONS[-1][0] == "0008-compact-bodies"
+    buf = Buffer(path)
+    # frames 7, 3 (a history download after a live one), then a GPS record without a number
+    assert buf.add([("reg", speed(1, device_seq=7)), ("reg", speed(2, device_seq=3)),
+                    ("gps", speed(3))]) == [1, 2, 3]
+    before = buf.bodies(1, 3)
+    hashes = buf.hashes([1, 2, 3])
+    buf.close()
+    monkeypatch.undo()
+
+    buf = Buffer(path)
+    indexes = {n for (n,) in buf.conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records'")}
+    assert "records_device_seq" not in indexes
+    assert {"records_ts", "records_device_kind", "records_answered"} <= indexes
+    assert buf.bodies(1, 3) == before
+    assert buf.hashes([1, 2, 3]) == hashes
+    assert buf.last_device_seq("reg") == 3  # the newest captured (seq 2), not the highest
+    assert buf.last_device_seq("gps") is None
+    assert buf.add([("reg", speed(2, device_seq=3)), ("reg", speed(4, device_seq=8))]) == [4]
+    assert buf.last_device_seq("reg") == 8
+    buf.close()
+
+
+def test_a_compact_commit_stores_the_commit_time_and_no_hash_in_every_row() -> None:
+    """The usual commit's rows are bound without their captured_ms and hash (one ?1 and a NULL
+    in the SQL): every row holds the commit's time, no hash, its own prev — in statements of
+    every size (250 rows: one of 200, then 32, 16, 2)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    recs = [speed(n, device_seq=n) for n in range(1, 251)]
+    rows, last = build_rows(conn, AGENT, [("reg", prepare(r, AGENT)) for r in recs], 1, GENESIS,
+                            1_234)
+    insert_rows(conn, rows, 1_234)
+    got = conn.execute("SELECT seq, source, device_seq, captured_ms, hash, prev FROM records "
+                       "ORDER BY seq").fetchall()
+    assert [(s, src, d, c, h) for s, src, d, c, h, _ in got] == [
+        (n, "reg", n, 1_234, None) for n in range(1, 251)]
+    # each prev is the SHA-256 of the record before as sent (rfc8785 as the oracle)
+    sent = [orjson.loads(sent_body(s, "speed", b, p, agent_json(AGENT))) for s, b, p in
+            conn.execute("SELECT seq, body, prev FROM records ORDER BY seq")]
+    hashes = [hashlib.sha256(rfc8785.dumps(r)).hexdigest() for r in sent]
+    assert [r["prev"] for r in sent] == [GENESIS, *hashes[:-1]]
+    assert last == hashes[-1]
+    conn.close()

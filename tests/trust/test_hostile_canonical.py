@@ -153,10 +153,12 @@ def _commit(recs: list[dict[str, Any]], seq: int, prev: str
     migrate(conn)
     conn.execute("INSERT INTO meta VALUES ('agent', ?)", (AGENT,))
     rows, last = build_rows(conn, AGENT, [("gps", prepare(r, AGENT)) for r in recs], seq, prev, 0)
-    insert_rows(conn, rows)
+    insert_rows(conn, rows, 0)
     view = dict(conn.execute("SELECT seq, body FROM record_bodies").fetchall())
-    sent = [sent_body(row[0], row[2], row[5], row[8], agent_json(AGENT)) for row in rows]
-    assert sent == [view[row[0]] for row in rows]  # the SQL view writes the same bodies
+    stored = conn.execute("SELECT seq, kind, body, prev FROM records ORDER BY seq").fetchall()
+    assert [s for s, *_ in stored] == [row[0] for row in rows]
+    sent = [sent_body(s, kind, body, prev, agent_json(AGENT)) for s, kind, body, prev in stored]
+    assert sent == [view[s] for s, *_ in stored]  # the SQL view writes the same bodies
     conn.close()
     return sent, [row[1] for row in rows], last
 
