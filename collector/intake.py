@@ -142,11 +142,19 @@ def _seq_of(obj: Any) -> int | None:
     return seq if type(seq) is int and 1 <= seq <= MAX_SAFE_INT else None
 
 
-def _json_bytes(obj: Any) -> bytes:
+def _json_bytes(obj: Any, payload: bytes) -> bytes:
+    """Refused records as JSON for their ``rejects`` row, else their repr; ``payload`` (the
+    whole batch they came in) when neither can be written: a record nested deeper than the
+    interpreter's recursion limit, which orjson reads (up to 1024 levels) and json.dumps and
+    repr cannot write back."""
     try:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
     except (TypeError, ValueError, RecursionError):
+        pass
+    try:
         return repr(obj).encode()
+    except RecursionError:
+        return payload
 
 
 def reject_payload(
@@ -283,9 +291,9 @@ def _prepare(
         bad_seqs = [seq for obj in objs if (seq := _seq_of(obj)) is not None and seq <= MAX_SEQ]
         first, last = (min(bad_seqs), max(bad_seqs)) if bad_seqs else (None, None)
         if len(objs) == 1:
-            row_reason, body = reason, _json_bytes(objs[0])
+            row_reason, body = reason, _json_bytes(objs[0], payload)
         else:
-            row_reason, body = f"{reason} ({len(objs)} records)", _json_bytes(objs)
+            row_reason, body = f"{reason} ({len(objs)} records)", _json_bytes(objs, payload)
         out.rejects.append(
             Reject(received_ms, topic, vehicle, batch.agent, first, last, row_reason, body)
         )

@@ -217,3 +217,24 @@ def test_a_hostile_batch_is_stored_or_refused_record_by_record(
     refused = sum(1 for r in out.rejects for _ in range(1))
     assert len(stored) == len(out.rows)
     assert stored or refused
+
+
+@pytest.mark.parametrize("depth", [300, 1000, 1021])
+def test_a_record_nested_deep_is_refused_alone(depth: int) -> None:
+    """orjson reads up to 1024 levels, deeper than json.dumps and repr can write back: a record
+    nested that deep is refused on its own (its batch kept in its ``rejects`` row), and the
+    batch's other records are stored — not the whole batch refused by the catch-all."""
+    good = {"vehicle": V1, "ts": "2026-03-02T14:10:02.000Z", "kind": "speed", "agent": "a1",
+            "seq": 2, "kmh": 10}
+    deep = (f'{{"vehicle":"{V1}","ts":"2026-03-02T14:10:01.000Z","kind":"speed","agent":"a1",'
+            f'"seq":1,"kmh":10,"deep":{"[" * depth}{"]" * depth}}}')
+    payload = (f'{{"schema":{PAYLOAD_SCHEMA},"vehicle":"{V1}","agent":"a1",'
+               f'"records":[{deep},{json.dumps(good)}]}}').encode()
+    out = prepare(TOPIC, payload, lambda: frozenset(VEHICLES), T0)
+    assert [row[2] for row in out.rows] == [2]
+    [reject] = out.rejects
+    assert (reject.first_seq, reject.last_seq) == (1, 1)
+    assert reject.reason.startswith("invalid record")
+    assert out.ack is not None
+    assert out.ack.stored == [(2, 2)]
+    assert [(a, b) for a, b, _ in out.ack.rejected] == [(1, 1)]
