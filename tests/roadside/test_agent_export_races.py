@@ -58,3 +58,13 @@ def test_records_written_during_an_export_leave_it_intact(
     report = check_bundle(data, identity.load_cert_file(ca))
     assert report.intact, report.problems[:5]
     assert (made.records, made.first_seq, made.last_seq) == (300, 1, 300)
+
+
+def test_an_empty_buffer_exports_an_intact_empty_bundle(bus: tuple[Path, Path]) -> None:
+    config_path, ca = bus
+    config = load_config(config_path)
+    Buffer(config.buffer.path).close()
+    data, made = agent_export.bundle_bytes(config, 1)
+    report = check_bundle(data, identity.load_cert_file(ca))
+    assert report.intact, report.problems
+    assert (report.records, made.records, made.first_seq) == (0, 0, None)
