@@ -26,8 +26,9 @@ writes the three back where they were (right after ``kind``) when the record is 
 sent: byte for byte the JSON built whole. A record's own hash is the next record's ``prev`` (or
 ``meta.last_hash`` for the newest), so it is not stored with it.
 
-A record the split does not fit (its ``vehicle``, ``ts`` or ``kind`` not a plain string, its own
-``agent``, ``seq`` or ``prev`` field, or a nested object holding the placeholder's pair itself)
+A record the split does not fit (its ``vehicle``, ``ts`` or ``kind`` not a plain string, its
+``ts`` not in the canonical form — another offset or fraction, which no decoder writes —, its
+own ``agent``, ``seq`` or ``prev`` field, or a nested object holding the placeholder's pair)
 is built whole as before (:func:`record_body`) and stored as rows were before 0008: its whole
 JSON, ``prev`` NULL, its hash as 32 bytes; so is one with no canonical form (then dropped, as
 before). The split is only ever a faster road to the same bytes (tests/agent/test_buffer_rows.py
@@ -110,8 +111,9 @@ def prepare(rec: Record, agent: str) -> Ready:
                 or "agent" in rec or "seq" in rec or "prev" in rec):
             return _whole(rec)
         ts_ms = _canonical_ts_ms(ts)  # ts_to_ms's own first step, without its call
-        if ts_ms is None:
-            ts_ms = ts_to_ms(ts)  # another offset or fraction; RecordError if not a time
+        if ts_ms is None:  # another offset or fraction, or not a time: built whole (rare; the
+            return _whole(rec)  # decoders write canonical times), so that every split
+            # record's ts is known canonical and the commit's forms need not check it again
         # The record's own fields in the order record_body writes them; agent, seq and prev go
         # back right after kind (sent_body). vehicle and ts are strings, so the first ',"kind":'
         # in it is the key (a '"' inside a JSON string is always escaped). A record whose first
@@ -124,6 +126,9 @@ def prepare(rec: Record, agent: str) -> Ready:
     return (rec, ts_ms, rec.get("device_seq"), sent,
             {**rec, "agent": agent, "seq": 0, "prev": PLACEHOLDER})
 
+
+#: The timestamp fields :func:`prepare` has found canonical in every record it splits.
+_KNOWN_TIMES: Final = frozenset({"ts"})
 
 _first, _second, _third, _fourth, _fifth = (itemgetter(n) for n in range(5))
 _kind = itemgetter("kind")
@@ -255,7 +260,7 @@ def build_rows(
                 obj["seq"] = seq + n
                 objs.append(obj)
                 hashed.append(i)
-    made = forms(objs)
+    made = forms(objs, _KNOWN_TIMES)  # every split record's ts is canonical (prepare)
     rows: list[Row] = []
     sha256 = hashlib.sha256
     prev_raw = _raw(prev)

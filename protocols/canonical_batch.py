@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import chain, compress, repeat
 from operator import eq, is_, is_not
 from typing import Any, Final
@@ -70,9 +70,15 @@ _get = dict.get
 _set = dict.__setitem__
 
 
-def forms(recs: Sequence[Any]) -> list[bytes | None]:
+def forms(recs: Sequence[Any], known_times: Collection[str] = ()) -> list[bytes | None]:
     """For each record, its canonical bytes (what :func:`protocols.canonical.canonical` gives),
-    or None when ``canonical`` must decide. The records are not changed."""
+    or None when ``canonical`` must decide. The records are not changed.
+
+    ``known_times``: timestamp fields the caller has already found canonical in every record
+    that holds them (:func:`protocols.fields._canonical_ts_ms` not None: the agent's
+    ``prepare`` reads each record's ``ts`` that way), not checked again. The bytes are the same
+    as without it for such records; a record that breaks the promise gets a form that
+    ``canonical`` would not give (so only a caller that made the check may say so)."""
     n = len(recs)
     if not n:
         return []
@@ -90,7 +96,7 @@ def forms(recs: Sequence[Any]) -> list[bytes | None]:
         return [None] * n  # nested, or not JSON
     left = [False] * n  # records left to canonical()
     for key in TIMESTAMP_FIELDS:
-        if key in keys:
+        if key in keys and key not in known_times:
             _times(recs, key, left)
     # (record index, field, integer written, double kept) of the whole doubles
     whole: list[tuple[list[int], str, list[Any], list[float]]] = []

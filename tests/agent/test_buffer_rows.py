@@ -270,3 +270,33 @@ def test_a_compact_commit_stores_the_commit_time_and_no_hash_in_every_row() -> N
     assert [r["prev"] for r in sent] == [GENESIS, *hashes[:-1]]
     assert last == hashes[-1]
     conn.close()
+
+
+def test_a_record_whose_time_is_not_canonical_is_stored_whole_and_sent_alike() -> None:
+    """A ``ts`` with another offset or fraction is split no more (the commit's forms take every
+    split record's ``ts`` as canonical): its row is whole (its JSON as sent, its hash), the
+    record sent is the one built whole, and the chain's hash is the SHA-256 of its canonical
+    form — rfc8785 over the record with its time in UTC milliseconds."""
+    other = {**speed(1, device_seq=1), "ts": "2026-03-02T11:00:01.5-03:00"}
+    recs = [speed(2, device_seq=2), other, speed(3, device_seq=3)]
+    assert prepare(other, AGENT)[3] is None  # not split
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(conn)
+    rows, last = build_rows(conn, AGENT, [("reg", prepare(r, AGENT)) for r in recs], 1, GENESIS,
+                            0)
+    insert_rows(conn, rows, 0)
+    stored = conn.execute("SELECT seq, kind, body, prev, hash FROM records ORDER BY seq"
+                          ).fetchall()
+    assert [(p is None, h is None) for *_, p, h in stored] == [
+        (False, True), (True, False), (False, True)]
+    sent = [sent_body(s, k, b, p, agent_json(AGENT)) for s, k, b, p, _ in stored]
+    prev = GENESIS
+    for n, (rec, body) in enumerate(zip(recs, sent, strict=True), start=1):
+        assert body == record_body(rec, AGENT, n, prev)[0]
+        as_sent = orjson.loads(body)
+        assert as_sent["ts"] == rec["ts"]  # sent as given
+        as_sent["ts"] = "2026-03-02T14:00:01.500Z" if rec is other else as_sent["ts"]
+        prev = hashlib.sha256(rfc8785.dumps(as_sent)).hexdigest()
+    assert stored[1][4] == bytes.fromhex(orjson.loads(sent[2])["prev"])
+    assert last == prev
+    conn.close()

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from protocols.canonical import jcs, normalized
 from protocols.canonical_batch import forms
+from protocols.fields import _canonical_ts_ms
 from protocols.records import RecordError
 
 _values = (
@@ -143,3 +144,15 @@ def test_a_day_of_one_bus_goes_the_batch_way() -> None:
     got = forms(recs)
     assert all(written is not None for written in got)
     assert got == [_expected(r) for r in recs]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_records, max_size=6))
+def test_times_the_caller_checked_are_not_checked_again_and_change_nothing(
+        recs: list[dict[str, object]]) -> None:
+    """``known_times`` (the agent's commit: every split record's ``ts`` was read by
+    ``_canonical_ts_ms``): on records whose ``ts`` is canonical, or absent, the forms are those
+    without it — each one JCS of the normalized record."""
+    kept = [rec for rec in recs
+            if "ts" not in rec or (type(rec["ts"]) is str and _canonical_ts_ms(rec["ts"]) is not None)]
+    assert forms(kept, known_times={"ts"}) == _check(kept)
