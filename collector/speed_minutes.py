@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 #: A sample holds until the next one, for at most this long (collector/web/dayview.py GAP_MS).
 GAP_MS: Final = 60_000
 MINUTE_MS: Final = 60_000
-_KMH: Final = '"kmh":'
 #: First key of the PostgreSQL advisory locks that serialize a vehicle's minutes (the two-key
 #: space: apart from the single-key leases of the prune and the compaction).
 LOCK_CLASS: Final = 19
@@ -131,31 +130,25 @@ def _row(vehicle: str, kind: str, m: Minute) -> tuple[Any, ...]:
             m.last_ts, m.last_kmh, m.incoming, m.moving_in, m.internal, m.moving, m.stop_kmh)
 
 
-def kmh_of(text: str) -> float | None:
-    """The ``kmh`` of a stored sample's JSON (compact, as :func:`collector.store.record_row`
-    writes it; samples are flat objects, and a string value cannot hold ``"kmh":`` unescaped),
-    or None: read without parsing the whole record (the ingest's hot path)."""
-    at = text.find(_KMH)
-    if at < 0:
+def row_kmh(rec: dict[str, Any]) -> float | None:
+    """The ``kmh`` column of a record's row (migration ``022_records_kmh``): a ``speed`` or
+    ``position`` sample's km/h as a float, else None. It is the number the record's JSON holds
+    (validated: an int or a float, never a bool) as ``CAST(json_extract(record, '$.kmh') AS
+    REAL)`` reads it, kept at insert so that neither the index of speed rows nor a reader
+    parses the JSON for it (tests/collector/test_store_kmh.py compares them)."""
+    kind = rec["kind"]
+    if kind != "speed" and kind != "position":
         return None
-    at += len(_KMH)
-    end = text.find(",", at)
-    if end < 0:
-        end = text.find("}", at)
-    try:
-        return float(text[at:end])
-    except ValueError:          # null, or not a number: no speed
-        return None
+    kmh = rec.get("kmh")
+    return float(kmh) if type(kmh) is float or type(kmh) is int else None
 
 
 def _samples(store: Store, kind: str, vehicle: str, lo: int, hi: int) -> list[tuple[int, float]]:
     """(ms, km/h) of the vehicle's ``kind`` rows with lo <= ts < hi carrying a speed, in the
     order :meth:`Store.speed_columns` reads them (inside the writer's transaction)."""
-    kmh = store._number("kmh")
     return [(int(ms), float(v)) for ms, v in store._query(
-        f"SELECT ts_ms, CAST({kmh} AS DOUBLE PRECISION) FROM records WHERE vehicle = ? "
-        f"AND ts_ms >= ? AND ts_ms < ? AND kind = '{kind}' ORDER BY ts_ms", (vehicle, lo, hi))
-        if v is not None]
+        "SELECT ts_ms, kmh FROM records WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? "
+        f"AND kind = '{kind}' ORDER BY ts_ms", (vehicle, lo, hi)) if v is not None]
 
 
 def recompute(store: Store, tx: Any, vehicle: str, kind: str, lo: int, hi: int,
@@ -188,7 +181,6 @@ def add(store: Store, tx: Any, groups: Sequence[Sequence[tuple[Any, ...]]],
     order) were inserted, ``counts[i]`` of group i new: bring the minutes up to date."""
     by_key: dict[tuple[str, str], list[tuple[int, float]]] = {}
     resent: set[tuple[str, str]] = set()
-    parse = kmh_of
     for rows, new in zip(groups, counts, strict=True):
         again = new != len(rows)
         for row in rows:
@@ -197,7 +189,7 @@ def add(store: Store, tx: Any, groups: Sequence[Sequence[tuple[Any, ...]]],
             key = (row[0], row[5])      # record_row's: vehicle and kind as str, ts_ms as int
             if again:
                 resent.add(key)
-            kmh = parse(row[9])
+            kmh = row[13]               # the kmh column, row_kmh's
             if kmh is not None:
                 found = by_key.get(key)
                 if found is None:

@@ -56,6 +56,7 @@ RECORD_COLUMNS: Final = (
     "received_ms",
     "hash",
     "prev",
+    "kmh",
 )
 REJECT_COLUMNS: Final = (
     "received_ms",
@@ -135,13 +136,18 @@ def record_row(rec: Record, received_ms: int, digest: str | None = None,
     the caller has read it already (the validation does)."""
     if ts_ms is None:
         ts_ms = ts_to_ms(rec["ts"])
+    kind = rec["kind"]
+    # the kmh column (migration 022_records_kmh): speed_minutes.row_kmh, inlined (the hot path)
+    kmh = rec.get("kmh") if kind == "speed" or kind == "position" else None
+    if type(kmh) is not float:
+        kmh = float(kmh) if type(kmh) is int else None
     return (
         rec["vehicle"],
         rec["agent"],
         rec["seq"],
         rec["ts"],
         ts_ms,
-        rec["kind"],
+        kind,
         rec.get("device_seq"),
         device_key(rec, ts_ms),
         None,  # raw: stored once, in the record's JSON (the canonical record the chain hashes)
@@ -150,8 +156,8 @@ def record_row(rec: Record, received_ms: int, digest: str | None = None,
         received_ms,
         digest,
         prev if digest is not None else None,  # the chain's two fields go together
+        kmh,
     )
-
 
 class Store(StoreSummaries, ABC):
     """The interface both backends implement; every method is safe to call from any thread.

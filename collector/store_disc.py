@@ -27,6 +27,7 @@ import orjson
 import zstandard
 
 from collector import disc
+from collector.speed_minutes import row_kmh
 from protocols.chain import GENESIS, try_hash
 from protocols.records import device_key, ts_to_ms
 
@@ -82,7 +83,7 @@ class DayRow:
         # or given back by unfold before the row is), collector/store_chain.py
         return (vehicle, self.agent, self.seq, rec["ts"], self.ts_ms, self.kind,
                 self.device_seq, device_key(rec, self.ts_ms), None, self.text, self.received_ms,
-                None, None)
+                None, None, row_kmh(rec))
 
 
 def pack_received(values: Sequence[int]) -> bytes:

@@ -63,7 +63,7 @@ _COLUMNS: Final = ", ".join(RECORD_COLUMNS)
 _COPY_RECORDS: Final = f"COPY records ({_COLUMNS}) FROM STDIN (FORMAT BINARY)".encode()
 #: The rows' binary types, in :data:`RECORD_COLUMNS` order (those of ``records``).
 _RECORD_TYPES: Final = ("text", "text", "int8", "text", "int8", "text", "int8", "text", "text",
-                        "text", "int8", "text", "text")
+                        "text", "int8", "text", "text", "float8")
 #: The stage: temporary (no WAL, no other session sees it), its columns taken from ``records``
 #: (no constraint: a row the store refuses is refused by the INSERT), made when first needed
 #: (the schema is then the migrated one). ``ON COMMIT DELETE ROWS``

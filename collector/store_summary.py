@@ -195,21 +195,20 @@ class StoreSummaries:
     def speed_columns(self, vehicle: str, kind: str, since_ms: int,
                       until_ms: int) -> tuple[list[int], list[float]]:
         """The ts (ms) and the ``kmh`` of a vehicle's ``speed`` or ``position`` records with
-        since <= ts < until that carry a speed, in ts order, as two lists. The number is read by
-        the database (for speed records from the index ``idx_records_speed``) as a float, so a
-        day of 1 Hz samples is not parsed nor converted in Python; the two lists hold no
+        since <= ts < until that carry a speed, in ts order, as two lists. The number is the
+        rows' ``kmh`` column (for speed records on SQLite read from the index
+        ``idx_records_speed``), a float, so a day of 1 Hz samples is not parsed at all; the two lists hold no
         container, so reading a day (86,400 rows) does not drive the garbage collector through
         the collector's heap (in a process holding decoded days, a full collection took up to
         ~180 ms: bench.disc_page)."""
         if kind not in ("speed", "position"):
             raise ValueError(f"speeds of {kind!r} records: only speed and position carry kmh")
         # the kind as a literal, so that the partial index idx_records_speed serves speed rows;
-        # DOUBLE PRECISION: a float in PostgreSQL, REAL affinity in SQLite
-        kmh = self._number("kmh")
+        # kmh: the sample's km/h kept at insert (migration 022_records_kmh), a float on both
+        # backends, read from that index on SQLite, from the row without parsing its JSON else
         ts, speeds = self._read_pairs(
-            f"SELECT ts_ms, CAST({kmh} AS DOUBLE PRECISION) FROM records WHERE vehicle = ? "
-            f"AND ts_ms >= ? AND ts_ms < ? AND kind = '{kind}' ORDER BY ts_ms",
-            (vehicle, since_ms, until_ms))
+            "SELECT ts_ms, kmh FROM records WHERE vehicle = ? AND ts_ms >= ? AND ts_ms < ? "
+            f"AND kind = '{kind}' ORDER BY ts_ms", (vehicle, since_ms, until_ms))
         if None in speeds:  # records without a speed (a position without kmh): left out
             kept = [(ms, v) for ms, v in zip(ts, speeds, strict=True) if v is not None]
             ts, speeds = [ms for ms, _ in kept], [v for _, v in kept]

@@ -17,7 +17,7 @@ import pytest
 from collector import compaction, speed_minutes
 from collector import registry as fleet
 from collector.rules.profile import load_profiles
-from collector.store import INSERT_RECORD, Store, open_store, record_row
+from collector.store import RECORD_COLUMNS, Store, open_store, record_row
 from collector.web import dayview, svg
 from collector.web.localtime import Day
 from protocols.records import make_record, ms_to_ts
@@ -132,7 +132,10 @@ def test_a_store_from_before_the_minutes_reads_its_rows_until_rebuilt(
         for module in (collector.store_sqlite, collector.store_pg):
             m.setattr(module, "MIGRATIONS", MIGRATIONS[:before])
         older = open_store(store_url)
-        older.apply([(INSERT_RECORD, [_speed(T0 + 1000 * k, 30.0, k + 1) for k in range(5)]),
+        columns = RECORD_COLUMNS[:13]     # the columns records had then (022 added kmh)
+        older.apply([(f"INSERT INTO records ({', '.join(columns)}) VALUES "
+                      f"({', '.join('?' * len(columns))})",
+                      [_speed(T0 + 1000 * k, 30.0, k + 1)[:13] for k in range(5)]),
                      (older.upsert_vehicle_sql, [(BUS, T0 + 4000, AS_OF, "a1")])])
         older.close()
     store = open_store(store_url)
