@@ -192,7 +192,8 @@ def test_a_late_record_reopens_its_compacted_day(store: Store, tmp_path: Path) -
     # the day's rows again carry their samples' km/h (migration 022_records_kmh): the JSON's
     kmh = store._read(f"SELECT kmh, {store._number('kmh')} FROM records WHERE kind IN "
                       "('speed', 'position')")
-    assert len(kmh) > 10 and all(v is not None for v, _ in kmh)
+    assert len(kmh) > 10
+    assert all(v is not None for v, _ in kmh)
     assert all(v == float(number) for v, number in kmh)
     assert [t for t in after if t not in {json.dumps(r, separators=(",", ":")) for r in late}] \
         == before
