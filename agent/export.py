@@ -251,15 +251,14 @@ def _write(target: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        partial.replace(target)
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
     except OSError as err:
         partial.unlink(missing_ok=True)
         raise ExportError(f"cannot write {target}: {err.strerror or err}") from None
+    try:
+        _publish(partial, target)
+    except ExportError:
+        partial.unlink(missing_ok=True)
+        raise
 
 
 def log_export(config: AgentConfig, done: Exported, to: str) -> None:
