@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ import pytest
 
 from collector import findings, live_rules, live_state, store_live
 from collector import registry as fleet
+from collector.live_leases import Leases
 from collector.live_rules import LiveRules
 from collector.live_state import LiveEngine, snapshot
+from collector.partitions import partition_names
 from collector.rules.profile import load_profiles
 from collector.store import Store, open_store, record_row
 from frota.commands.check import check
@@ -57,6 +60,29 @@ def _check(records: list[Record], registry: Path, as_of_ms: int,
 def _live_findings(store: Store) -> tuple[list[dict[str, Any]], int | None]:
     found, as_of = findings.load(store)
     return [f for f in found if f["rule"] not in STORE_ONLY], as_of
+
+
+@contextmanager
+def _two_holders(url: str, registry: Path) -> Iterator[tuple[
+        dict[str, Store], dict[str, Leases], dict[str, LiveRules], list[str]]]:
+    """Two collectors, ``a`` and ``b``, on one PostgreSQL store, each with its evaluation
+    leases and live rules; the fleet's partitions. The stores are closed on the way out."""
+    stores = {"a": open_store(url), "b": open_store(url)}
+    try:
+        leases = {who: Leases(s, who) for who, s in stores.items()}
+        lives = {who: LiveRules(s, fleet.load(registry), registry.read_bytes(),
+                                load_profiles(), leases=leases[who])
+                 for who, s in stores.items()}
+        yield stores, leases, lives, partition_names(lives["a"].registry)
+    finally:
+        for s in stores.values():
+            s.close()
+
+
+def _stall(store: Store, who: str) -> None:
+    """``who`` stalled: its leases run out and it is no longer counted a member."""
+    store.apply([("UPDATE live_leases SET until_ms = 0 WHERE holder = ?", [(who,)]),
+                 ("DELETE FROM live_members WHERE holder = ?", [(who,)])])
 
 
 def _live(store: Store, registry: Path) -> LiveRules:
@@ -510,8 +536,7 @@ def test_a_lease_lost_mid_replay_and_taken_over(postgres_dsn: str, tmp_path: Pat
     4,096 records). B stalls in turn, A takes the partition back with a late backlog: equal to
     ``frota check --as-of`` after every evaluation that was written, and nothing written by the
     one that lost its lease."""
-    from collector.live_leases import LeaseLostError, Leases
-    from collector.partitions import partition_names
+    from collector.live_leases import LeaseLostError
     from frota.harness.postgres import private_schema
 
     recs, registry = _scenario("ba-night")
@@ -520,66 +545,52 @@ def test_a_lease_lost_mid_replay_and_taken_over(postgres_dsn: str, tmp_path: Pat
     first = times[0]
     _, bursts = _bursts(recs, times, 8)
     backlog = bursts.pop(3)
-    with private_schema(postgres_dsn) as (url, _):
-        stores = {"a": open_store(url), "b": open_store(url)}
-        try:
-            leases = {who: Leases(s, who) for who, s in stores.items()}
-            lives = {who: LiveRules(s, fleet.load(registry), registry.read_bytes(),
-                                    load_profiles(), leases=leases[who])
-                     for who, s in stores.items()}
-            parts = partition_names(lives["a"].registry)
-            delivered: list[Record] = []
-            as_of = first
+    with private_schema(postgres_dsn) as (url, _), _two_holders(url, registry) as (
+            stores, leases, lives, parts):
+        delivered: list[Record] = []
+        as_of = first
 
-            def run(who: str, burst: list[Record], written: bool) -> None:
-                nonlocal as_of
-                stores[who].put([record_row(r, 0) for r in burst])
-                delivered.extend(burst)
-                as_of = max([as_of + 1, *(ts_to_ms(r["ts"]) for r in burst)])
-                before = _live_findings(stores[who])
-                lives[who].evaluate(as_of, as_of, leases[who].held)
-                if written:
-                    _same(stores[who], delivered, registry, as_of, tmp_path)
-                else:           # refused: the store as the other one left it
-                    assert _live_findings(stores[who]) == before
+        def run(who: str, burst: list[Record], written: bool) -> None:
+            nonlocal as_of
+            stores[who].put([record_row(r, 0) for r in burst])
+            delivered.extend(burst)
+            as_of = max([as_of + 1, *(ts_to_ms(r["ts"]) for r in burst)])
+            before = _live_findings(stores[who])
+            lives[who].evaluate(as_of, as_of, leases[who].held)
+            if written:
+                _same(stores[who], delivered, registry, as_of, tmp_path)
+            else:           # refused: the store as the other one left it
+                assert _live_findings(stores[who]) == before
 
-            def stall(who: str) -> None:
-                stores[who].apply([
-                    ("UPDATE live_leases SET until_ms = 0 WHERE holder = ?", [(who,)]),
-                    ("DELETE FROM live_members WHERE holder = ?", [(who,)])])
+        assert leases["a"].claim(parts) == parts
+        run("a", bursts[0], True)
+        run("a", bursts[1], True)
+        _stall(stores["a"], "a")
+        assert leases["b"].claim(parts) == parts
+        run("b", bursts[2], True)
+        run("a", bursts[3], False)          # refused while writing
+        leases["a"].ttl_ms = 1              # renewed at once in the replay: refused there
+        refused: list[str] = []
+        renew = leases["a"].renew
 
-            assert leases["a"].claim(parts) == parts
-            run("a", bursts[0], True)
-            run("a", bursts[1], True)
-            stall("a")
-            assert leases["b"].claim(parts) == parts
-            run("b", bursts[2], True)
-            run("a", bursts[3], False)          # refused while writing
-            leases["a"].ttl_ms = 1              # renewed at once in the replay: refused there
-            refused: list[str] = []
-            renew = leases["a"].renew
+        def renewing(part: str) -> None:
+            try:
+                renew(part)
+            except LeaseLostError:
+                refused.append(part)
+                raise
 
-            def renewing(part: str) -> None:
-                try:
-                    renew(part)
-                except LeaseLostError:
-                    refused.append(part)
-                    raise
-
-            monkeypatch.setattr(leases["a"], "renew", renewing)
-            run("a", backlog, False)
-            assert refused == parts
-            leases["a"].ttl_ms = 30_000
-            stall("b")
-            assert leases["a"].claim(parts) == parts
-            run("a", bursts[4], True)           # the backlog and burst 3 judged too
-            run("b", bursts[5], False)          # B, stalled, does not know yet
-            run("a", bursts[6], True)
-            assert leases["b"].claim(parts) == []
-            run("a", [], True)
-        finally:
-            for s in stores.values():
-                s.close()
+        monkeypatch.setattr(leases["a"], "renew", renewing)
+        run("a", backlog, False)
+        assert refused == parts
+        leases["a"].ttl_ms = 30_000
+        _stall(stores["b"], "b")
+        assert leases["a"].claim(parts) == parts
+        run("a", bursts[4], True)           # the backlog and burst 3 judged too
+        run("b", bursts[5], False)          # B, stalled, does not know yet
+        run("a", bursts[6], True)
+        assert leases["b"].claim(parts) == []
+        run("a", [], True)
 
 
 def test_a_partition_taken_back_when_nothing_arrived_meanwhile(postgres_dsn: str,
@@ -590,43 +601,26 @@ def test_a_partition_taken_back_when_nothing_arrived_meanwhile(postgres_dsn: str
     still the one A kept; B stalls, A takes the partition back and judges it at its clock, a
     millisecond after its previous evaluation. What A finds must replace what B wrote (the
     interruption half an hour longer): equal to ``frota check --as-of`` at A's clock."""
-    from collector.live_leases import Leases
-    from collector.partitions import partition_names
     from frota.harness.postgres import private_schema
 
     recs, registry = _scenario("sp-breakdown")
     recs = _sorted(recs)[:len(recs) // 2]
     last = ts_to_ms(recs[-1]["ts"])
-    with private_schema(postgres_dsn) as (url, _):
-        stores = {"a": open_store(url), "b": open_store(url)}
-        try:
-            leases = {who: Leases(s, who) for who, s in stores.items()}
-            lives = {who: LiveRules(s, fleet.load(registry), registry.read_bytes(),
-                                    load_profiles(), leases=leases[who])
-                     for who, s in stores.items()}
-            parts = partition_names(lives["a"].registry)
-
-            def stall(who: str) -> None:
-                stores[who].apply([
-                    ("UPDATE live_leases SET until_ms = 0 WHERE holder = ?", [(who,)]),
-                    ("DELETE FROM live_members WHERE holder = ?", [(who,)])])
-
-            stores["a"].put([record_row(r, 0) for r in recs])
-            assert leases["a"].claim(parts) == parts
-            lives["a"].evaluate(last + MINUTE, last + MINUTE, leases["a"].held)
-            _same(stores["a"], recs, registry, last + MINUTE, tmp_path)
-            stall("a")
-            assert leases["b"].claim(parts) == parts
-            ahead = last + 31 * MINUTE
-            lives["b"].evaluate(ahead, ahead, leases["b"].held)
-            _same(stores["b"], recs, registry, ahead, tmp_path)
-            stall("b")
-            assert leases["a"].claim(parts) == parts
-            lives["a"].evaluate(last + MINUTE + 1, last + MINUTE + 1, leases["a"].held)
-            _same(stores["a"], recs, registry, last + MINUTE + 1, tmp_path)
-        finally:
-            for s in stores.values():
-                s.close()
+    with private_schema(postgres_dsn) as (url, _), _two_holders(url, registry) as (
+            stores, leases, lives, parts):
+        stores["a"].put([record_row(r, 0) for r in recs])
+        assert leases["a"].claim(parts) == parts
+        lives["a"].evaluate(last + MINUTE, last + MINUTE, leases["a"].held)
+        _same(stores["a"], recs, registry, last + MINUTE, tmp_path)
+        _stall(stores["a"], "a")
+        assert leases["b"].claim(parts) == parts
+        ahead = last + 31 * MINUTE
+        lives["b"].evaluate(ahead, ahead, leases["b"].held)
+        _same(stores["b"], recs, registry, ahead, tmp_path)
+        _stall(stores["b"], "b")
+        assert leases["a"].claim(parts) == parts
+        lives["a"].evaluate(last + MINUTE + 1, last + MINUTE + 1, leases["a"].held)
+        _same(stores["a"], recs, registry, last + MINUTE + 1, tmp_path)
 
 
 @pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
