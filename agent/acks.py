@@ -10,7 +10,6 @@ stop the uplink, as ``stored: [[1e999, 1]]`` once stopped paho's thread for good
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from cryptography import x509
 from agent.buffer import Buffer
 from protocols import identity
 from protocols.chain import ack_message, decode_sig
-from protocols.records import RecordError
+from protocols.records import RecordError, now_ms
 from protocols.uplink import Ack, PayloadError, ack_body, decode_ack
 
 log = logging.getLogger(__name__)
@@ -88,10 +87,9 @@ class AckGate:
             message = ack_message(ack_body(ack))
         except (identity.IdentityError, RecordError, ValueError):
             return False
-        now = dt.datetime.now(dt.UTC)
         if role != "collector" or identity.key_id(key) != ack.key:
             return False
-        if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        if not identity.valid_at(cert, now_ms()):  # at the host's wall clock
             return False
         return identity.verify(key, raw, message)
 

@@ -52,10 +52,6 @@ class KeyEntry:
         return self.not_before_ms <= ms <= self.not_after_ms
 
 
-def _cert_ms(value: Any) -> int:
-    return int(value.timestamp() * 1000)
-
-
 def _period(cert: x509.Certificate, ca_cert: x509.Certificate) -> tuple[int, int]:
     """When a key is certified: its certificate's validity within the fleet CA's (a key is
     trusted only while the certificate that certifies it and the CA's are both valid)."""
@@ -94,12 +90,13 @@ def entry_json(cert: x509.Certificate, revoked_ms: int | None = None) -> dict[st
 
     units = cert.subject.get_attributes_for_oid(x509.oid.NameOID.ORGANIZATIONAL_UNIT_NAME)
     names = cert.subject.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)
+    first, last = validity_ms(cert)
     return {
         "role": str(units[0].value),
         "name": str(names[0].value),
         "key_id": key_id(public_key_of(cert)),
-        "not_before": ms_to_ts(_cert_ms(cert.not_valid_before_utc)),
-        "not_after": ms_to_ts(_cert_ms(cert.not_valid_after_utc)),
+        "not_before": ms_to_ts(first),
+        "not_after": ms_to_ts(last),
         "revoked": None if revoked_ms is None else ms_to_ts(revoked_ms),
         "cert": cert_pem(cert).decode(),
     }
