@@ -312,16 +312,10 @@ def decode_batch(payload: bytes) -> Batch:
     )
 
 
-def check_record(batch: Batch, obj: Any) -> Record:
-    """Validate one record of a batch against the contract and the batch's vehicle and agent."""
-    checked_ts_ms(batch, obj)
-    rec: Record = obj
-    return rec
-
-
 def checked_ts_ms(batch: Batch, obj: Any) -> int:
-    """:func:`check_record`, giving the record's ``ts`` in ms (which the validation reads: the
-    collector's ingest keeps it in the record's row without reading it again)."""
+    """Validate one record of a batch against the contract and the batch's vehicle and agent;
+    its ``ts`` in ms (which the validation reads: the collector's ingest keeps it in the
+    record's row without reading it again)."""
     try:
         ts_ms = validated_ts_ms(obj)
     except RecordError as err:
