@@ -256,17 +256,20 @@ def _prepare(
     rows = out.rows
     links = chain.links
     done = 0  # rows whose links and hashes are in ``links`` and ``hashes``
-    # every record's chain hash, the checks of its canonical form done once for the batch
-    for obj, digest in zip(batch.records, record_hashes(batch.records), strict=True):
+    # every record's chain hash and the text stored (its canonical form), the checks of the
+    # canonical form done once for the batch
+    for obj, form in zip(batch.records, record_hashes(batch.records), strict=True):
         try:
             ts_ms = checked_ts_ms(batch, obj)  # the record itself, checked
-            if digest is None:  # not by the batch's way: the record's own (or why it has none)
-                digest = record_hash(obj)
+            if form is None:  # not by the batch's way: the record's own (or why it has none)
+                digest, text = record_hash(obj), None
+            else:
+                digest, text = form
             # the record's row carries its chain hash and its prev as received, if a string
             # (collector/store_chain.py; one that is no hash never matches the hash before it)
             prev = obj.get("prev")
             row = record_row(obj, received_ms, digest, prev if type(prev) is str else None,
-                             ts_ms)
+                             ts_ms, text)
             if "\\u0000" in row[9] and _NUL.search(row[9]):
                 raise RecordError("a string holds U+0000, which no store keeps")
         except (PayloadError, RecordError, TypeError, ValueError, OverflowError) as err:
@@ -275,7 +278,8 @@ def _prepare(
             failed.setdefault(_reason(reason), []).append(obj)
             seq = _seq_of(obj)
             if seq is not None and seq <= MAX_SEQ:  # an ack names seqs up to 2**53 - 1
-                kept = digest or try_hash(obj)  # a hash-only entry keeps the chain whole
+                # a hash-only entry keeps the chain whole
+                kept = form[0] if form is not None else try_hash(obj)
                 if kept is not None:
                     done = _stored_links(rows, done, links, hashes)  # in the records' order
                     hashes[seq] = kept
@@ -335,14 +339,23 @@ def _stored_links(rows: list[tuple[Any, ...]], done: int,
     return len(rows)
 
 
-def record_hashes(objs: list[Any]) -> list[str | None]:
+def record_hashes(objs: list[Any]) -> list[tuple[str, str | None] | None]:
     """The chain hash of each record of a batch by the batch path (protocols/canonical_batch.py:
-    the checks of the canonical form done column by column, in C), None for each that path
-    leaves to :func:`protocols.chain.record_hash` (the same bytes by the longer road, or the
-    reason a record has none): the same hashes as record_hash, record by record."""
+    the checks of the canonical form done column by column, in C), with the text its row keeps
+    (its canonical form: the very bytes the chain hashes, or None where that form holds a
+    double rounded to its precision, a number the record does not hold); None for each record
+    that path leaves to :func:`protocols.chain.record_hash` (the same bytes by the longer road,
+    or the reason a record has none): the same hashes as record_hash, record by record."""
     sha256 = hashlib.sha256
-    return [None if form is None else sha256(form).hexdigest()
-            for form in canonical_batch.forms(objs)]
+    rounded: list[int] = []
+    out: list[tuple[str, str | None] | None] = [
+        None if text is None else (sha256(text.encode()).hexdigest(), text)
+        for text in canonical_batch.texts(objs, (), rounded)]
+    for i in rounded:
+        form = out[i]
+        if form is not None:
+            out[i] = (form[0], None)  # stored as received (record_row writes it)
+    return out
 
 
 def _bounded(failed: dict[str, list[Any]]) -> dict[str, list[Any]]:

@@ -129,11 +129,16 @@ class VehicleState:
 
 
 def record_row(rec: Record, received_ms: int, digest: str | None = None,
-               prev: str | None = None, ts_ms: int | None = None) -> tuple[Any, ...]:
+               prev: str | None = None, ts_ms: int | None = None,
+               text: str | None = None) -> tuple[Any, ...]:
     """The positional row for ``records`` of a validated record with ``agent`` and ``seq``;
     ``digest`` and ``prev``: its chain hash as received and its ``prev`` (collector/store_chain.py),
     None when not chained (no ``prev`` is kept without a hash); ``ts_ms``: its ``ts`` in ms, when
-    the caller has read it already (the validation does)."""
+    the caller has read it already (the validation does); ``text``: the record's JSON to keep,
+    when the caller has it — its canonical form, which the ingest writes to hash it
+    (collector/intake.py): the same JSON values, keys sorted, a whole double written as the
+    integer it equals (docs/records.md, "Canonical form"). Without it the record is written
+    here, keys in the order received."""
     if ts_ms is None:
         ts_ms = ts_to_ms(rec["ts"])
     kind = rec["kind"]
@@ -152,7 +157,7 @@ def record_row(rec: Record, received_ms: int, digest: str | None = None,
         device_key(rec, ts_ms),
         None,  # raw: stored once, in the record's JSON (the canonical record the chain hashes)
         # orjson: the same compact JSON as records.dumps (keys in received order), 5x faster
-        orjson.dumps(rec).decode(),
+        orjson.dumps(rec).decode() if text is None else text,
         received_ms,
         digest,
         prev if digest is not None else None,  # the chain's two fields go together
