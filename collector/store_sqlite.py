@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,21 @@ import sqlite_utils
 
 from collector.store import Store, StoreError
 from collector.store_schema import MIGRATIONS
+
+#: Rows per INSERT statement of a batch's records (issue 16): one statement of many rows
+#: (``VALUES (…), (…), …``) is one call into SQLite where ``executemany`` is one per row. The
+#: sqlite3 module gives the GIL up around each call, and takes it back after it: with the batch
+#: reader busy in the same process, the commit waited for the GIL once per row. The rest of a
+#: batch goes in statements of 64, 32, …, 1 rows (a few SQL texts, prepared once and cached).
+ROWS_PER_INSERT = 128
+
+
+@functools.lru_cache(maxsize=64)
+def _multi_row(sql: str, rows: int) -> str:
+    """``sql`` (``INSERT … VALUES (?, …) <rest>``) with ``rows`` rows of placeholders."""
+    head, _, tail = sql.partition(" VALUES ")
+    one, _, rest = tail.partition(")")
+    return f"{head} VALUES {', '.join([one + ')'] * rows)}{rest}"
 
 
 def _read_only(path: Path) -> sqlite3.Connection:
@@ -119,6 +136,31 @@ class SQLiteStore(Store):
             conn.execute("COMMIT")
         except sqlite3.Error as err:
             raise StoreError(f"{self.path}: {err}") from err
+
+    def _counted_inserts(self, tx: Any, sql: str,
+                         batches: Sequence[Sequence[tuple[Any, ...]]]) -> list[int]:
+        """Each batch's rows in statements of :data:`ROWS_PER_INSERT` rows (fewer when
+        SQLite allows fewer variables in one statement), the rest in statements of 64, 32, …, 1;
+        how many rows of each were new (``total_changes``: ``ON CONFLICT DO NOTHING`` counts only
+        the rows inserted)."""
+        conn: sqlite3.Connection = tx
+        out: list[int] = []
+        for rows in batches:
+            if not rows:
+                out.append(0)
+                continue
+            before = conn.total_changes
+            width = len(rows[0])
+            most = max(1, min(ROWS_PER_INSERT,
+                              conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
+            at = 0
+            for size in (most, *(1 << n for n in range(6, -1, -1) if 1 << n < most)):
+                while len(rows) - at >= size:
+                    conn.execute(_multi_row(sql, size),
+                                 list(chain.from_iterable(rows[at : at + size])))
+                    at += size
+            out.append(conn.total_changes - before)
+        return out
 
     def _executemany(self, tx: Any, sql: str, rows: Sequence[tuple[Any, ...]]) -> int:
         conn: sqlite3.Connection = tx

@@ -49,3 +49,28 @@ def test_a_conflict_inside_one_group_is_found_in_the_later_batch(store: Store) -
     assert ack.stored == [(3, 3)]
     assert store.count() == 3
     assert store._read("SELECT seq, cause FROM conflicts") == [(2, "identity")]
+
+
+def test_a_long_batch_in_multi_row_statements_counts_each_new_row(store: Store) -> None:
+    # 300 records: on SQLite statements of 128 + 128 + 32 + 8 + 4 rows (collector/store_sqlite.py
+    # ROWS_PER_INSERT, then powers of two); seqs 1-50 stored before, so 250 are new
+    ingest = Ingest(store, _known)
+    ingest._commit_many([_batch(V1, "a1", range(1, 51))])
+    long = _batch(V1, "a1", range(1, 301))
+    resend_inside = _batch(V1, "a1", range(290, 301))  # in the same group: nothing new
+    counts = store.put_many([(p.rows, p.rejects, p.state_rows) for p in (long, resend_inside)],
+                            [p.chain for p in (long, resend_inside)])
+    assert counts == [250, 0]
+    assert store.count() == 300
+    seqs = [seq for (seq,) in store._read("SELECT seq FROM records ORDER BY seq")]
+    assert seqs == list(range(1, 301))
+
+
+def test_the_statement_split_covers_every_row_once() -> None:
+    from collector.store import INSERT_RECORD
+    from collector.store_sqlite import _multi_row
+
+    two = _multi_row(INSERT_RECORD, 2)
+    assert two.count("(?,") == 2
+    assert two.endswith(" ON CONFLICT DO NOTHING")
+    assert two.startswith("INSERT INTO records (vehicle, agent, seq,")
