@@ -58,7 +58,7 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from paho.mqtt.enums import CallbackAPIVersion
 
 from bench.common import Figure, add_repeat, host_line, target, verified_seq
-from collector.config import BrokerConfig
+from collector.config import BrokerConfig, IngestConfig
 from collector.findings import LiveFindings
 from collector.ingest import Ingest
 from collector.store import Store, open_store
@@ -71,6 +71,8 @@ from protocols.keyring import entry_json, write_entries
 from protocols.records import ms_to_ts, ts_to_ms
 from protocols.uplink import UP_SUBSCRIPTION, encode_batch, up_topic
 
+#: The collector's reader processes in its cases: ``ingest.readers``'s default on this machine.
+READERS = IngestConfig().reader_processes()
 VEHICLE = "ABC1D23"
 AGENT = "bench-agent"
 T0 = ts_to_ms("2026-03-02T00:00:00.000Z")
@@ -224,7 +226,10 @@ def _collector(broker: Mosquitto, lines: Path, total: int, folder: Path, sync: s
         ingest.close()
 
     _queue_backlog(broker, lines, subscribe)
-    ingest = Ingest(store, lambda: frozenset({VEHICLE}))
+    # reader processes as frota collector run starts them (ingest.readers), started before the
+    # clock as a running collector's are
+    ingest = Ingest(store, lambda: frozenset({VEHICLE}), readers=READERS)
+    ingest.start_readers()
     vehicle = ingest.state.vehicle(VEHICLE)
     verifier = ChainVerifier(store, trust.ca_file, trust.keyring)  # every 2 s, as the collector
     rules = LiveFindings(store, _registry(folder), max_delay_s=1.0)
@@ -412,7 +417,7 @@ def main() -> None:
         print(f"PostgreSQL, both arms: {durability}")
     print("collector: decode, validate, hash and store every record with its chain hash, the "
           "chain verifier checking every link and checkpoint (clock stops when all are stored "
-          "and verified)")
+          f"and verified); {READERS} reader process(es) (ingest.readers' default here)")
     for name, fig in figures.items():
         floor = figures["floor NORMAL" if "NORMAL" in name else
                         "floor PostgreSQL (COPY)" if "PostgreSQL" in name else "floor FULL"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -142,6 +143,12 @@ class TrustConfig(_Strict):
     cert_file: Path
 
 
+def default_readers() -> int:
+    """Reader processes when ``ingest.readers`` is not set: one on a machine with two cores or
+    more (the commits keep a core), none on one core (read in the MQTT client's thread)."""
+    return 1 if (os.cpu_count() or 1) >= 2 else 0
+
+
 class IngestConfig(_Strict):
     """Limits of the ingest loop."""
 
@@ -149,6 +156,13 @@ class IngestConfig(_Strict):
     max_payload_bytes: Annotated[int, Field(ge=1024, le=MAX_PAYLOAD_BYTES)] = MAX_PAYLOAD_BYTES
     #: Seconds without news after which an agent that said ``online`` is shown as ``stale``.
     stale_after_s: Annotated[float, Field(gt=0)] = 300.0
+    #: Processes that read the batches beside the commits (collector/readers.py); 0: read in
+    #: the MQTT client's thread. Not set: one on a machine with two cores or more, else 0.
+    readers: Annotated[int, Field(ge=0, le=16)] | None = None
+
+    def reader_processes(self) -> int:
+        """``readers``, or the default for this machine."""
+        return default_readers() if self.readers is None else self.readers
 
 
 class RetentionConfig(_Strict):

@@ -26,6 +26,7 @@ import paho.mqtt.client as mqtt
 
 from collector.config import BrokerConfig
 from collector.intake import Prepared, prepare
+from collector.readers import BatchReaders, Known, Read, Reading, read_batch
 from collector.signer import AckSigner
 from collector.store import Reject, Store, StoreError
 from collector.store_chain import ChainPart
@@ -135,8 +136,14 @@ class Ingest:
         *,
         max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         signer: AckSigner | None = None,
+        readers: int = 0,
+        read: Read = read_batch,
     ) -> None:
         self.store = store
+        #: Reader processes for the batches (collector/readers.py; 0: read in paho's thread).
+        self.readers = readers
+        self._readers: BatchReaders | None = None
+        self._read_fn = read
         #: Signs every acknowledgement (a provisioned collector's key, collector/signer.py).
         self.signer = signer
         self.known_vehicles = known_vehicles
@@ -147,9 +154,9 @@ class Ingest:
         self._client_id: str | None = None
         self._up_subscription = UP_SUBSCRIPTION
         self._closing = False
-        self._queue: queue.Queue[tuple[str, Prepared | bytes | None, int, int] | None] = (
-            queue.Queue(maxsize=QUEUE_DEPTH)
-        )
+        #: Set once the worker has stopped: a message arriving after that is not queued.
+        self._worker_done = False
+        self._queue: queue.Queue[Queued | None] = queue.Queue(maxsize=QUEUE_DEPTH)
         self._worker: threading.Thread | None = None
         self._load_state()
 
@@ -342,9 +349,16 @@ class Ingest:
         self._broker_url = mask_url(broker.url)
         self._client_id = broker.client_id
         self._up_subscription = up_subscription(broker.share_group)
+        self.start_readers()
         self._worker = threading.Thread(target=self._work, name="collector-ingest", daemon=True)
         self._worker.start()
         client.start()
+
+    def start_readers(self) -> None:
+        """Start the reader processes (``readers``) now, if not yet: :meth:`connect` does."""
+        if self.readers > 0 and self._readers is None:
+            self._readers = BatchReaders(self.readers, self._read_fn)
+            self._readers.warm_up()
 
     def close(self) -> None:
         """Finish the queued batches, disconnect, stop paho's thread and the worker."""
@@ -356,8 +370,20 @@ class Ingest:
         self._queue.put(None)
         if self._worker is not None:
             self._worker.join()
+        # paho's thread may be waiting to queue a message behind the full queue that nobody
+        # reads any more: it must not wait forever (client.stop joins it). What is still queued
+        # was never PUBACKed: the broker delivers it again next time.
+        self._worker_done = True
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
         self.client.stop()
         self.client = None
+        if self._readers is not None:
+            self._readers.close()
+            self._readers = None
 
     def _on_connect(self, session_present: bool) -> None:
         client = self.client
@@ -387,25 +413,33 @@ class Ingest:
                 "disconnected from broker %s: %s", self._broker_url, reason)
 
     def _on_message(self, msg: mqtt.MQTTMessage) -> None:
-        # paho's thread reads and checks the batch; the worker commits, answers and PUBACKs in
-        # order, so reading the next batch overlaps with the database work of this one.
-        work: Prepared | bytes | None = None
+        # paho's thread reads and checks the batch (or hands it to a reader process,
+        # collector/readers.py); the worker commits, answers and PUBACKs in order, so reading
+        # the next batch overlaps with the database work of this one.
+        work: Prepared | Reading | bytes | None = None
         try:
+            readers = self._readers
             if msg.topic.endswith("/status"):
                 work = bytes(msg.payload)
+            elif readers is not None:
+                work = readers.submit(msg.topic, bytes(msg.payload),
+                                      Known.of(msg.topic, self.known_vehicles()), now_ms(),
+                                      self.max_payload_bytes)
             else:
                 work = self._prepare(msg.topic, bytes(msg.payload))
         except Exception:  # a bug must not stop the ingest of every other vehicle
             log.exception("%s: unexpected error; the batch is not acknowledged", msg.topic)
+        if self._worker_done:  # closing: not PUBACKed, delivered again next time
+            return
         self._queue.put((msg.topic, work, msg.mid, msg.qos))
 
     def _work(self) -> None:
         stopping = False
         while not stopping:
-            items = [self._queue.get()]
+            items = [self._read(self._queue.get())]
             records = _records_of(items[0])
             while len(items) < GROUP and records < GROUP_RECORDS and not self._queue.empty():
-                items.append(self._queue.get_nowait())
+                items.append(self._read(self._queue.get_nowait()))
                 records += _records_of(items[-1])
             if None in items:  # close(): what came after the sentinel is not PUBACKed
                 stopping = True
@@ -415,7 +449,22 @@ class Ingest:
             except Exception:  # the worker must outlive any bug, or ingest stops for everyone
                 log.exception("unexpected error while answering %d message(s)", len(items))
 
-    def _answer(self, items: list[tuple[str, Prepared | bytes | None, int, int]]) -> None:
+    def _read(self, item: Queued | None) -> Answerable | None:
+        """``item`` with its batch read: a reader's result waited for (in arrival order)."""
+        if item is None:
+            return None
+        topic, work, mid, qos = item
+        if not isinstance(work, Reading):
+            return (topic, work, mid, qos)
+        readers = self._readers  # closed only after the worker stopped
+        try:
+            prepared = work.future.result() if readers is None else readers.result(work)
+        except Exception:  # a bug must not stop the ingest of every other vehicle
+            log.exception("%s: unexpected error; the batch is not acknowledged", topic)
+            return (topic, None, mid, qos)
+        return (topic, prepared, mid, qos)
+
+    def _answer(self, items: list[Answerable]) -> None:
         """Commit the batches among ``items`` together, then answer and PUBACK each in order."""
         client = self.client
         batches = [work for _, work, _, _ in items if isinstance(work, Prepared)]
@@ -509,7 +558,14 @@ class Ingest:
         return out
 
 
-def _records_of(item: tuple[str, Prepared | bytes | None, int, int] | None) -> int:
+#: A message in the worker's queue: (topic, its batch read — or being read by a reader process
+#: —, or a status payload, or None when it could not be read; its MQTT message id, its QoS).
+Queued = tuple[str, Prepared | Reading | bytes | None, int, int]
+#: The same once its batch is read.
+Answerable = tuple[str, Prepared | bytes | None, int, int]
+
+
+def _records_of(item: Answerable | None) -> int:
     """The record rows a queued item brings to a group commit."""
     return len(item[1].rows) if item is not None and isinstance(item[1], Prepared) else 0
 

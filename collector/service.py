@@ -202,7 +202,8 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
         rejects_max_bytes=config.database.rejects_max_bytes,
     )
     ingest = Ingest(
-        store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes, signer=signer
+        store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes, signer=signer,
+        readers=config.ingest.reader_processes(),
     )
     vehicles.on_added = ingest.announce  # a vehicle added: its agents replay their rejects
     watching = threading.Event()

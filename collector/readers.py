@@ -1,0 +1,161 @@
+"""Batch readers: the ingest's decoding and checking of batches in other processes.
+
+Reading a batch (:func:`collector.intake.prepare`: decompress, decode, check every record, its
+canonical form and chain hash) is Python work that holds the interpreter's lock; committing it
+is mostly SQLite's or PostgreSQL's, which gives the lock up. In one process the two take turns
+on one core, and each row's commit waited for the lock while a batch was being read (issue 16:
+the drain ran at the sum of both). With ``ingest.readers`` processes the batches are read beside
+the commits, on the other cores.
+
+A :class:`BatchReaders` is a :class:`concurrent.futures.ProcessPoolExecutor` (the standard
+library's; processes started by a *forkserver*, never forked from the collector's threads) that
+runs :func:`read_batch`. Whether the topic's vehicle is in the registry is decided in the
+collector (:class:`Known`: only that answer crosses to the reader, not the registry). The
+ingest keeps each message's place in its queue, so batches are committed and answered in the
+order they arrived, as without readers.
+
+A reader process that dies (killed, out of memory, a crash in a C library on a hostile payload)
+breaks the pool: every batch it held comes back as :class:`BrokenProcessPool`. The ingest then
+starts a new pool and reads each of those batches once more (:meth:`BatchReaders.result`);
+a batch whose second reading also breaks the pool is rejected whole (``the batch reader died
+reading it``), so one payload can neither stop the ingest nor be read forever.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from collector.intake import Prepared, prepare, reject_payload
+from protocols.uplink import vehicle_of_topic
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BatchReaders", "Known", "Reading", "read_batch"]
+
+#: The reason given for a payload whose reading killed the reader process twice.
+DIED_READING = "the batch reader died reading it"
+
+
+@dataclass(frozen=True)
+class Known:
+    """The registry's answer for one message's vehicle, as :func:`prepare` asks it: the
+    vehicle itself when the registry knows it, else nothing (picklable, a few bytes)."""
+
+    vehicles: frozenset[str]
+
+    def __call__(self) -> frozenset[str]:
+        return self.vehicles
+
+    @classmethod
+    def of(cls, topic: str, registry: frozenset[str]) -> Known:
+        """The answer for ``topic``'s vehicle from the whole ``registry``."""
+        vehicle = vehicle_of_topic(topic)
+        return cls(frozenset({vehicle}) if vehicle is not None and vehicle in registry
+                   else frozenset())
+
+
+def read_batch(topic: str, payload: bytes, known: Known, received_ms: int,
+               max_payload_bytes: int) -> Prepared:
+    """What a reader process runs: :func:`collector.intake.prepare` (never raises)."""
+    return prepare(topic, payload, known, received_ms, max_payload_bytes)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A batch submitted to a reader: its future, the pool that has it, what it was given."""
+
+    future: Future[Prepared]
+    pool: ProcessPoolExecutor
+    args: tuple[str, bytes, Known, int, int]
+
+
+#: What a reader process runs on one batch (:func:`read_batch`'s signature).
+Read = Callable[[str, bytes, Known, int, int], Prepared]
+
+
+def _warm() -> int:
+    return os.getpid()
+
+
+class BatchReaders:
+    """``count`` reader processes; batches submitted in any thread, results as futures."""
+
+    def __init__(self, count: int, read: Read = read_batch) -> None:
+        """``read``: what each process runs on a batch (a module-level function, found by
+        name in the reader process; tests give one that dies on a payload of theirs)."""
+        if count < 1:
+            raise ValueError("BatchReaders needs at least one process")
+        self.count = count
+        self._read_fn = read
+        #: Pools started after one broke (a reader process died).
+        self.restarts = 0
+        self._lock = threading.Lock()
+        self._pool = self._start()
+
+    def _start(self) -> ProcessPoolExecutor:
+        context = multiprocessing.get_context("forkserver")
+        # The server imports the reading code once; each reader is forked from it, ready.
+        context.set_forkserver_preload(["collector.intake"])
+        return ProcessPoolExecutor(self.count, mp_context=context)
+
+    def warm_up(self) -> None:
+        """Start the processes now (the pool starts them at its first batches otherwise)."""
+        with self._lock:
+            pool = self._pool
+        for future in [pool.submit(_warm) for _ in range(self.count)]:
+            future.result()
+
+    def submit(self, topic: str, payload: bytes, known: Known, received_ms: int,
+               max_payload_bytes: int) -> Reading:
+        """Read one batch in a reader process."""
+        args = (topic, payload, known, received_ms, max_payload_bytes)
+        with self._lock:
+            pool = self._pool
+        try:
+            return Reading(pool.submit(self._read_fn, *args), pool, args)
+        except (BrokenProcessPool, RuntimeError):  # broken, or shut down by a restart meanwhile
+            pool = self._restarted(pool)
+            return Reading(pool.submit(self._read_fn, *args), pool, args)
+
+    def _restarted(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
+        """A working pool: a new one if ``broken`` is still the current one."""
+        with self._lock:
+            if self._pool is broken:
+                broken.shutdown(wait=False, cancel_futures=True)
+                self._pool = self._start()
+                self.restarts += 1
+                log.error("a batch reader process died; reader processes started again "
+                          "(%d restart(s) so far)", self.restarts)
+            return self._pool
+
+    def result(self, reading: Reading) -> Prepared:
+        """The batch read; read once more in a new pool if its pool broke, and rejected whole
+        if that breaks the new pool too."""
+        try:
+            return reading.future.result()
+        except BrokenProcessPool:
+            pass
+        pool = self._restarted(reading.pool)
+        try:
+            return pool.submit(self._read_fn, *reading.args).result()
+        except BrokenProcessPool:
+            self._restarted(pool)
+        topic, payload, _, received_ms, _ = reading.args
+        log.error("%s: a payload of %d bytes killed the batch reader twice; rejected",
+                  topic, len(payload))
+        return reject_payload(topic, vehicle_of_topic(topic), payload, DIED_READING,
+                              received_ms)
+
+    def close(self) -> None:
+        """Stop the processes (batches not yet read are cancelled)."""
+        with self._lock:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+

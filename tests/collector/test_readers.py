@@ -1,0 +1,233 @@
+"""The ingest's reader processes (collector/readers.py, ``ingest.readers``): batches read in
+another process are stored and answered as without them, in arrival order; a reader process
+that dies loses nothing; a payload that kills it twice is rejected whole; a closing collector
+never hangs on a full queue."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+
+from collector.config import BrokerConfig, IngestConfig, default_readers
+from collector.ingest import QUEUE_DEPTH, Ingest
+from collector.intake import Prepared
+from collector.readers import DIED_READING, BatchReaders, Known, read_batch
+from collector.store import Store, open_store
+from protocols.uplink import Ack, encode_batch, up_topic
+from tests.collector.helpers import VEHICLES, AgentSide, speed
+from tests.services import Mosquitto
+
+pytestmark = pytest.mark.mosquitto
+
+V1, V2 = VEHICLES
+STRANGER = "ZZZ9Z99"
+#: A payload holding this kills the reader process that reads it (_dies_on_poison).
+POISON = "poison-pill"
+
+
+def _known() -> frozenset[str]:
+    return frozenset(VEHICLES)
+
+
+def _dies_on_poison(topic: str, payload: bytes, known: Known, received_ms: int,
+                    max_payload_bytes: int) -> Prepared:
+    """read_batch, but the process exits at once on a payload holding POISON (as a crash in a
+    C library would end it)."""
+    if POISON.encode() in payload:
+        os._exit(70)
+    return read_batch(topic, payload, known, received_ms, max_payload_bytes)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    opened = open_store(str(tmp_path / "collector.db"))
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def agent(mosquitto: Mosquitto) -> Iterator[AgentSide]:
+    side = AgentSide(mosquitto.port)
+    try:
+        yield side
+    finally:
+        side.client.loop_stop()
+        side.client.disconnect()
+
+
+def _ingest(store: Store, mosquitto: Mosquitto, name: str = "readers-test",
+            **kwargs: object) -> Ingest:
+    ingest = Ingest(store, _known, readers=1, **kwargs)  # type: ignore[arg-type]
+    ingest.connect(BrokerConfig(url=mosquitto.url, client_id=name))
+    deadline = time.monotonic() + 10
+    while not ingest.state.connected:
+        assert time.monotonic() < deadline, "the collector never connected"
+        time.sleep(0.05)
+    return ingest
+
+
+def _payload(vehicle: str, agent: str, seqs: range, **extra: Any) -> bytes:
+    # plain JSON (not zstd): the poison is seen in the bytes
+    return encode_batch(vehicle, agent, [speed(vehicle, agent, n, **extra) for n in seqs],
+                        compress=False)
+
+
+def test_the_default_is_one_reader_where_there_are_two_cores() -> None:
+    cores = os.cpu_count() or 1
+    assert default_readers() == (1 if cores >= 2 else 0)
+    assert IngestConfig().reader_processes() == default_readers()
+    assert IngestConfig(readers=0).reader_processes() == 0
+    assert IngestConfig(readers=3).reader_processes() == 3
+
+
+def test_batches_read_in_a_reader_are_stored_and_answered_in_order(
+        store: Store, mosquitto: Mosquitto, agent: AgentSide) -> None:
+    ingest = _ingest(store, mosquitto)
+    try:
+        for first in range(1, 41, 4):  # ten batches of four, one after the other
+            agent.publish(V1, _payload(V1, "a1", range(first, first + 4)))
+        agent.publish(V2, b"{not json")
+        agent.publish(STRANGER, _payload(STRANGER, "s1", range(1, 3)),
+                      topic=up_topic(STRANGER))
+        acks = [agent.wait_ack(V1) for _ in range(10)]
+        # answered in the order the batches were published
+        assert [ack.stored for ack in acks] == [[(n, n + 3)] for n in range(1, 41, 4)]
+        stranger = agent.wait_ack(STRANGER)
+        # the registry's answer crossed to the reader: unknown, retryable
+        assert stranger.stored == []
+        assert stranger.retryable == [True]
+        assert "unknown vehicle" in stranger.rejected[0][2]
+    finally:
+        ingest.close()
+    assert store.count(V1) == 40
+    assert store.count(STRANGER) == 0
+    # the unreadable payload and the stranger's batch are kept with their reasons
+    assert store.reject_count() == 2
+
+
+def test_a_reader_killed_mid_run_loses_nothing(
+        store: Store, mosquitto: Mosquitto, agent: AgentSide) -> None:
+    ingest = _ingest(store, mosquitto)
+    readers = ingest._readers
+    assert readers is not None
+    try:
+        agent.publish(V1, _payload(V1, "a1", range(1, 3)))
+        assert agent.wait_ack(V1).stored == [(1, 2)]
+        pids = list(readers._pool._processes)  # the running reader processes
+        assert pids
+        for pid in pids:
+            os.kill(pid, 9)
+        for first in range(3, 23, 4):
+            agent.publish(V1, _payload(V1, "a1", range(first, first + 4)))
+        acks = [agent.wait_ack(V1) for _ in range(5)]
+        assert [ack.stored for ack in acks] == [[(n, n + 3)] for n in range(3, 23, 4)]
+        assert readers.restarts >= 1
+        assert set(readers._pool._processes).isdisjoint(pids)
+    finally:
+        ingest.close()
+    assert store.count(V1) == 22
+    assert store.reject_count() == 0
+
+
+def test_a_payload_that_kills_the_reader_twice_is_rejected_and_the_rest_goes_on(
+        store: Store, mosquitto: Mosquitto, agent: AgentSide) -> None:
+    ingest = _ingest(store, mosquitto, read=_dies_on_poison)
+    try:
+        agent.publish(V1, _payload(V1, "a1", range(1, 3)))
+        agent.publish(V1, _payload(V1, "a1", range(3, 5), note=POISON))
+        agent.publish(V1, _payload(V1, "a1", range(5, 7)))
+        first, poisoned, after = (agent.wait_ack(V1) for _ in range(3))
+        assert first.stored == [(1, 2)]
+        assert poisoned.stored == []
+        assert poisoned.rejected == [(3, 4, DIED_READING)]
+        assert poisoned.retryable == [False]
+        assert after.stored == [(5, 6)]
+        readers = ingest._readers
+        assert readers is not None
+        assert readers.restarts == 2  # once read again, then it died again
+    finally:
+        ingest.close()
+    assert store.count(V1) == 4
+    [(reason, payload)] = store._read("SELECT reason, payload FROM rejects")
+    assert reason == DIED_READING
+    assert POISON.encode() in bytes(payload)  # kept whole, as received
+
+
+def test_closing_with_a_full_queue_does_not_hang_and_loses_nothing(
+        store: Store, mosquitto: Mosquitto) -> None:
+    # a broker that sends without waiting for PUBACKs (no in-flight limit) and a store that
+    # commits slowly: the queue fills (QUEUE_DEPTH batches) and paho's thread waits to queue
+    # the next while close() stops the worker
+    mosquitto.stop()
+    mosquitto.conf.write_text(mosquitto.conf.read_text().replace(
+        "max_inflight_messages 100", "max_inflight_messages 0"), encoding="utf-8")
+    mosquitto.start()
+    publisher = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="closing-agent")
+    publisher.max_inflight_messages_set(1000)  # the batches reach the broker at once
+    publisher.connect("127.0.0.1", mosquitto.port)
+    publisher.loop_start()
+    slow = threading.Event()
+    put_many = store.put_many
+
+    def slow_put_many(*args: object, **kwargs: object) -> list[int]:
+        if not slow.is_set():
+            time.sleep(0.3)
+        return put_many(*args, **kwargs)  # type: ignore[arg-type]
+
+    store.put_many = slow_put_many  # type: ignore[method-assign]
+    total = QUEUE_DEPTH * 3  # more than the queue holds behind the stop marker
+    ingest = _ingest(store, mosquitto, name="closing-test")
+    for seq in range(1, total + 1):
+        publisher.publish(up_topic(V1), _payload(V1, "a1", range(seq, seq + 1)), qos=1)
+    deadline = time.monotonic() + 20
+    while not ingest._queue.full():  # paho's thread now waits to queue the next batch
+        assert time.monotonic() < deadline, "the queue never filled"
+        time.sleep(0.01)
+    closing = threading.Thread(target=ingest.close)
+    closing.start()
+    closing.join(60)  # a hang would never end: the bound only keeps the suite from waiting forever
+    assert not closing.is_alive(), "close() hung behind the full queue"
+    slow.set()
+    # what was not PUBACKed is delivered again to the collector's next session
+    again = _ingest(store, mosquitto, name="closing-test")
+    try:
+        deadline = time.monotonic() + 30
+        while store.count(V1) < total:
+            assert time.monotonic() < deadline, f"only {store.count(V1)} of {total} stored"
+            time.sleep(0.05)
+    finally:
+        again.close()
+        publisher.loop_stop()
+        publisher.disconnect()
+    assert store.count(V1) == total
+
+
+def test_reader_processes_need_at_least_one() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        BatchReaders(0)
+
+
+def test_an_ack_read_by_a_reader_is_the_same_as_read_in_the_thread(store: Store) -> None:
+    readers = BatchReaders(1)
+    try:
+        payload = _payload(V1, "a1", range(1, 4))
+        topic = up_topic(V1)
+        reading = readers.submit(topic, payload, Known.of(topic, _known()), 1_000, 1 << 20)
+        there = readers.result(reading)
+    finally:
+        readers.close()
+    here = read_batch(topic, payload, Known.of(topic, _known()), 1_000, 1 << 20)
+    assert there.rows == here.rows
+    assert there.ack == here.ack == Ack("a1", stored=[(1, 3)], vehicle=V1)
+    assert Known.of("frota/v1/ZZZ9Z99/up", _known())() == frozenset()
+    assert Known.of("not/a/topic", _known())() == frozenset()
