@@ -156,3 +156,44 @@ def test_times_the_caller_checked_are_not_checked_again_and_change_nothing(
     kept = [rec for rec in recs
             if "ts" not in rec or (type(rec["ts"]) is str and _canonical_ts_ms(rec["ts"]) is not None)]
     assert forms(kept, known_times={"ts"}) == _check(kept)
+
+
+def test_a_batch_of_more_distinct_times_than_are_checked_one_by_one() -> None:
+    """Past 1,024 distinct values of a timestamp field, a batch checks them by one pattern match
+    (protocols/canonical_batch.py, ``_times``), the way under it by value: both give each
+    record's own form, and a value that is not canonical (an offset, a day February never has,
+    a number) leaves its record alone to canonical()."""
+    from protocols.records import ms_to_ts
+
+    base = 1_772_460_000_000
+    for count in (1_000, 1_100):  # under and over the bound
+        recs: list[dict[str, object]] = [
+            {"kind": "speed", "kmh": 40.5, "ts": ms_to_ts(base + i * 1000)} for i in range(count)]
+        recs[7]["ts"] = "2026-03-02T11:00:01-03:00"
+        recs[8]["ts"] = "2027-02-29T14:00:01.000Z"
+        recs[9]["ts"] = 1_772_460_000
+        got = _check(recs)
+        assert [got[7], got[8], got[9]] == [None, None, None]
+        assert got[10] == b'{"kind":"speed","kmh":40.5,"ts":"' + ms_to_ts(base + 10_000).encode() \
+            + b'"}'
+        assert all(form is not None for i, form in enumerate(got) if i not in (7, 8, 9))
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(_records, max_size=6))
+def test_texts_say_which_forms_hold_another_number_than_their_record(
+        recs: list[dict[str, object]]) -> None:
+    """``texts`` (what the collector keeps as the record, collector/intake.py): each form as
+    text, and in ``rounded`` exactly the records whose form, read back, is not the record — a
+    double rounded to its precision; a whole double written as its integer is the same
+    number."""
+    import orjson
+
+    from protocols.canonical_batch import texts
+
+    rounded: list[int] = []
+    got = texts(recs, (), rounded)
+    assert [None if t is None else t.encode() for t in got] == forms(recs)
+    for i, (rec, text) in enumerate(zip(recs, got, strict=True)):
+        if text is not None:
+            assert (i in rounded) == (orjson.loads(text) != rec), (rec, text)
