@@ -14,7 +14,8 @@ collector (:class:`Known`: only that answer crosses to the reader, not the regis
 ingest keeps each message's place in its queue, so batches are committed and answered in the
 order they arrived, as without readers.
 
-A reader process that dies (killed, out of memory, a crash in a C library on a hostile payload)
+Reader processes end with the collector, however it ends (:func:`watch_parent`). A reader
+process that dies (killed, out of memory, a crash in a C library on a hostile payload)
 breaks the pool: every batch it held comes back as :class:`BrokenProcessPool`. The ingest then
 starts a new pool and reads each of those batches once more (:meth:`BatchReaders.result`);
 a batch whose second reading also breaks the pool is rejected whole (``the batch reader died
@@ -26,7 +27,9 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import select
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -80,6 +83,34 @@ class Reading:
 Read = Callable[[str, bytes, Known, int, int], Prepared]
 
 
+def watch_parent(pid: int) -> None:
+    """In each reader process: exit as soon as the collector (``pid``) is gone.
+
+    A reader waits for work on a queue whose pipe it holds both ends of, so it would never see
+    a collector killed with SIGKILL (or by the kernel's out-of-memory killer) go: readers and
+    their forkserver, which lives as long as one of them does, would be left running for good.
+    A thread waits on the collector's pid file descriptor (Linux 5.3+, readable once the process
+    has ended; without one, ``kill(pid, 0)`` every second) and ends this process."""
+
+    def wait() -> None:
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # no pidfd: poll
+            while True:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    break
+                except PermissionError:
+                    pass
+                time.sleep(1.0)
+        else:
+            select.select([fd], [], [])
+        os._exit(0)
+
+    threading.Thread(target=wait, name="collector-watch", daemon=True).start()
+
+
 def _warm() -> int:
     return os.getpid()
 
@@ -103,7 +134,8 @@ class BatchReaders:
         context = multiprocessing.get_context("forkserver")
         # The server imports the reading code once; each reader is forked from it, ready.
         context.set_forkserver_preload(["collector.intake"])
-        return ProcessPoolExecutor(self.count, mp_context=context)
+        return ProcessPoolExecutor(self.count, mp_context=context, initializer=watch_parent,
+                                   initargs=(os.getpid(),))
 
     def warm_up(self) -> None:
         """Start the processes now (the pool starts them at its first batches otherwise)."""

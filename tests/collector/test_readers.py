@@ -6,6 +6,8 @@ never hangs on a full queue."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -231,3 +233,42 @@ def test_an_ack_read_by_a_reader_is_the_same_as_read_in_the_thread(store: Store)
     assert there.ack == here.ack == Ack("a1", stored=[(1, 3)], vehicle=V1)
     assert Known.of("frota/v1/ZZZ9Z99/up", _known())() == frozenset()
     assert Known.of("not/a/topic", _known())() == frozenset()
+
+
+_HOLDER = """
+import os, sys, time
+from collector.readers import BatchReaders
+readers = BatchReaders(2)
+readers.warm_up()
+print(" ".join(map(str, readers._pool._processes)), flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def test_readers_end_when_the_collector_is_killed(tmp_path: Path) -> None:
+    # a collector killed with SIGKILL (or by the out-of-memory killer) closes nothing: its
+    # readers must notice on their own, or they and their forkserver stay for good
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER], stdout=subprocess.PIPE,
+                              cwd=Path(__file__).resolve().parents[2], text=True)
+    try:
+        assert holder.stdout is not None
+        pids = [int(pid) for pid in holder.stdout.readline().split()]
+        assert len(pids) == 2
+        assert all(map(_alive, pids))
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    deadline = time.monotonic() + 30
+    while any(map(_alive, pids)):
+        assert time.monotonic() < deadline, f"reader processes {pids} outlived the collector"
+        time.sleep(0.05)
