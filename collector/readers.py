@@ -31,7 +31,7 @@ import select
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
@@ -172,7 +172,7 @@ class BatchReaders:
         if that breaks the new pool too."""
         try:
             return reading.future.result()
-        except BrokenProcessPool:
+        except (BrokenProcessPool, CancelledError):  # its pool broke, or was replaced
             pass
         pool = self._restarted(reading.pool)
         try:
