@@ -17,9 +17,11 @@ order they arrived, as without readers.
 Reader processes end with the collector, however it ends (:func:`watch_parent`). A reader
 process that dies (killed, out of memory, a crash in a C library on a hostile payload)
 breaks the pool: every batch it held comes back as :class:`BrokenProcessPool`. The ingest then
-starts a new pool and reads each of those batches once more (:meth:`BatchReaders.result`);
-a batch whose second reading also breaks the pool is rejected whole (``the batch reader died
-reading it``), so one payload can neither stop the ingest nor be read forever.
+starts a new pool and reads each of those batches once more (:meth:`BatchReaders.result`),
+alone, in a process of its own (another pool, one batch at a time: a batch that only happened
+to be in a pool another payload killed is never taken for the killer); a batch whose second
+reading also kills its process is rejected whole (``the batch reader died reading it``), so
+one payload can neither stop the ingest nor be read forever.
 """
 
 from __future__ import annotations
@@ -125,17 +127,21 @@ class BatchReaders:
             raise ValueError("BatchReaders needs at least one process")
         self.count = count
         self._read_fn = read
-        #: Pools started after one broke (a reader process died).
+        #: Reader processes that died: pools started again, and batches' second readings that
+        #: killed their process.
         self.restarts = 0
         self._lock = threading.Lock()
         self._pool = self._start()
+        #: The process that reads a batch again, alone (started at the first broken pool).
+        self._alone: ProcessPoolExecutor | None = None
+        self._alone_lock = threading.Lock()
 
-    def _start(self) -> ProcessPoolExecutor:
+    def _start(self, count: int | None = None) -> ProcessPoolExecutor:
         context = multiprocessing.get_context("forkserver")
         # The server imports the reading code once; each reader is forked from it, ready.
         context.set_forkserver_preload(["collector.intake"])
-        return ProcessPoolExecutor(self.count, mp_context=context, initializer=watch_parent,
-                                   initargs=(os.getpid(),))
+        return ProcessPoolExecutor(count or self.count, mp_context=context,
+                                   initializer=watch_parent, initargs=(os.getpid(),))
 
     def warm_up(self) -> None:
         """Start the processes now (the pool starts them at its first batches otherwise)."""
@@ -168,17 +174,26 @@ class BatchReaders:
             return self._pool
 
     def result(self, reading: Reading) -> Prepared:
-        """The batch read; read once more in a new pool if its pool broke, and rejected whole
-        if that breaks the new pool too."""
+        """The batch read; if its pool broke, read once more alone in a process of its own (the
+        pool is started again for the batches to come), and rejected whole if that reading
+        kills its process too. Called by one thread (the ingest's worker)."""
         try:
             return reading.future.result()
         except (BrokenProcessPool, CancelledError):  # its pool broke, or was replaced
             pass
-        pool = self._restarted(reading.pool)
-        try:
-            return pool.submit(self._read_fn, *reading.args).result()
-        except BrokenProcessPool:
-            self._restarted(pool)
+        self._restarted(reading.pool)
+        # Read again alone: the pool that broke held other batches, and the new one gets new
+        # batches from paho's thread, any of which may be what kills a reader.
+        with self._alone_lock:
+            if self._alone is None:
+                self._alone = self._start(1)
+            try:
+                return self._alone.submit(self._read_fn, *reading.args).result()
+            except BrokenProcessPool:
+                self._alone.shutdown(wait=False)
+                self._alone = None
+                with self._lock:
+                    self.restarts += 1
         topic, payload, _, received_ms, _ = reading.args
         log.error("%s: a payload of %d bytes killed the batch reader twice; rejected",
                   topic, len(payload))
@@ -189,5 +204,9 @@ class BatchReaders:
         """Stop the processes (batches not yet read are cancelled)."""
         with self._lock:
             self._pool.shutdown(wait=True, cancel_futures=True)
+        with self._alone_lock:
+            if self._alone is not None:
+                self._alone.shutdown(wait=True, cancel_futures=True)
+                self._alone = None
 
 

@@ -272,3 +272,47 @@ def test_readers_end_when_the_collector_is_killed(tmp_path: Path) -> None:
     while any(map(_alive, pids)):
         assert time.monotonic() < deadline, f"reader processes {pids} outlived the collector"
         time.sleep(0.05)
+
+
+#: A payload holding this and a path kills its reader once that path exists (a poison whose
+#: moment the test chooses: it waits, so the batches after it are queued in the same pool).
+GATED = "poison-gated:"
+
+
+def _dies_on_gated_poison(topic: str, payload: bytes, known: Known, received_ms: int,
+                          max_payload_bytes: int) -> Prepared:
+    """_dies_on_poison, and a payload holding GATED + a path kills the reader once the path
+    exists."""
+    text = payload.decode()
+    if GATED in text:
+        gate = Path(text.split(GATED, 1)[1].split('"', 1)[0])
+        while not gate.exists():
+            time.sleep(0.01)
+        os._exit(70)
+    return _dies_on_poison(topic, payload, known, received_ms, max_payload_bytes)
+
+
+def test_an_innocent_batch_caught_in_two_poisons_pools_is_read_not_rejected(
+        tmp_path: Path) -> None:
+    # a batch that was in a pool a poison killed, then in the pool that another poison killed
+    # at its second reading: it killed nothing, and must be read, not rejected as the killer
+    gate = tmp_path / "gate"
+    readers = BatchReaders(1, _dies_on_gated_poison)
+    topic = up_topic(V1)
+    known = Known.of(topic, _known())
+    try:
+        first = readers.submit(topic, _payload(V1, "a1", range(1, 3), note=f"{GATED}{gate}"),
+                               known, 1_000, 1 << 20)
+        innocent = readers.submit(topic, _payload(V1, "a1", range(3, 5)), known, 1_000, 1 << 20)
+        gate.touch()  # the first poison kills the pool that holds both
+        assert readers.result(first).ack == Ack("a1", rejected=[(1, 2, DIED_READING)],
+                                                retryable=[False], vehicle=V1)
+        # another poison arrives (paho's thread) before the innocent batch is read again
+        second = readers.submit(topic, _payload(V1, "a2", range(1, 2), note=POISON),
+                                known, 1_000, 1 << 20)
+        read = readers.result(innocent)
+        assert read.ack == Ack("a1", stored=[(3, 4)], vehicle=V1)
+        assert readers.result(second).ack == Ack("a2", rejected=[(1, 1, DIED_READING)],
+                                                 retryable=[False], vehicle=V1)
+    finally:
+        readers.close()
