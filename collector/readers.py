@@ -30,6 +30,7 @@ import logging
 import multiprocessing
 import os
 import select
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -83,6 +84,20 @@ class Reading:
 
 #: What a reader process runs on one batch (:func:`read_batch`'s signature).
 Read = Callable[[str, bytes, Known, int, int], Prepared]
+
+
+def reader_started(pid: int) -> None:
+    """Each reader process's start: SIGINT and SIGTERM ignored, the collector (``pid``)
+    watched.
+
+    A Ctrl-C on the terminal reaches the whole process group, and stopping a systemd unit
+    sends SIGTERM to every process of it: a reader that died of either broke its pool while
+    the collector was still committing its queued batches (each read again, an error logged).
+    The collector stops its readers when it has finished with them (:meth:`BatchReaders.close`)
+    and they end with it however it ends (:func:`watch_parent`); SIGKILL still ends one."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    watch_parent(pid)
 
 
 def watch_parent(pid: int) -> None:
@@ -141,7 +156,7 @@ class BatchReaders:
         # The server imports the reading code once; each reader is forked from it, ready.
         context.set_forkserver_preload(["collector.intake"])
         return ProcessPoolExecutor(count or self.count, mp_context=context,
-                                   initializer=watch_parent, initargs=(os.getpid(),))
+                                   initializer=reader_started, initargs=(os.getpid(),))
 
     def warm_up(self) -> None:
         """Start the processes now (the pool starts them at its first batches otherwise)."""

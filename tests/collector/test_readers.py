@@ -6,6 +6,7 @@ never hangs on a full queue."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -23,8 +24,9 @@ from collector.ingest import QUEUE_DEPTH, Ingest
 from collector.intake import Prepared
 from collector.readers import DIED_READING, BatchReaders, Known, read_batch
 from collector.store import Store, open_store
+from frota.harness.services import CollectorProcess, write_collector_files
 from protocols.uplink import Ack, encode_batch, up_topic
-from tests.collector.helpers import VEHICLES, AgentSide, speed
+from tests.collector.helpers import FLEET, VEHICLES, AgentSide, speed
 from tests.services import Mosquitto
 
 pytestmark = pytest.mark.mosquitto
@@ -316,3 +318,43 @@ def test_an_innocent_batch_caught_in_two_poisons_pools_is_read_not_rejected(
                                                  retryable=[False], vehicle=V1)
     finally:
         readers.close()
+
+
+def _ignored_signals(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        [mask] = [line.split()[1] for line in status if line.startswith("SigIgn:")]
+    return int(mask, 16)
+
+
+def test_readers_leave_sigint_and_sigterm_to_the_collector() -> None:
+    # a Ctrl-C on the terminal reaches the whole process group, and systemd's stop sends
+    # SIGTERM to every process of the unit: a reader that died of it broke the pool while the
+    # collector was still committing its queued batches (all read again, an error logged)
+    readers = BatchReaders(1)  # one: warm_up's batch ran in it, after its start
+    try:
+        readers.warm_up()
+        pids = list(readers._pool._processes)
+        assert len(pids) == 1
+        for pid in pids:
+            ignored = _ignored_signals(pid)
+            assert ignored >> (signal.SIGINT - 1) & 1, f"reader {pid} does not ignore SIGINT"
+            assert ignored >> (signal.SIGTERM - 1) & 1, f"reader {pid} does not ignore SIGTERM"
+    finally:
+        readers.close()
+
+
+def test_a_ctrl_c_on_the_collectors_group_stops_it_cleanly(
+        tmp_path: Path, mosquitto: Mosquitto) -> None:
+    config, port = write_collector_files(tmp_path, mosquitto.url, FLEET)
+    collector = CollectorProcess(config, port, own_group=True)  # the terminal's group, alone
+    collector.start()
+    proc = collector.proc
+    assert proc is not None
+    try:
+        os.killpg(proc.pid, signal.SIGINT)  # what a Ctrl-C on the terminal does
+        assert proc.wait(60) == 0  # a bound for the suite, not a measure
+    finally:
+        collector.child.kill()
+    log = collector.log.read_text(encoding="utf-8")
+    assert "Traceback" not in log
+    assert "reader process died" not in log
