@@ -361,8 +361,10 @@ class Ingest:
             self._readers.warm_up()
 
     def close(self) -> None:
-        """Finish the queued batches, disconnect, stop paho's thread and the worker."""
+        """Finish the queued batches, disconnect, stop paho's thread and the worker, and the
+        reader processes (started without a connection too, :meth:`start_readers`)."""
         if self.client is None:
+            self._close_readers()
             return
         self._closing = True
         # Batches still queued are committed and answered first; one arriving after the
@@ -381,6 +383,9 @@ class Ingest:
                 break
         self.client.stop()
         self.client = None
+        self._close_readers()
+
+    def _close_readers(self) -> None:
         if self._readers is not None:
             self._readers.close()
             self._readers = None
