@@ -143,10 +143,20 @@ class TrustConfig(_Strict):
     cert_file: Path
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity: taskset, systemd's CPUAffinity=,
+    docker --cpuset-cpus), not the machine's (``os.cpu_count``)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 def default_readers() -> int:
-    """Reader processes when ``ingest.readers`` is not set: one on a machine with two cores or
-    more (the commits keep a core), none on one core (read in the MQTT client's thread)."""
-    return 1 if (os.cpu_count() or 1) >= 2 else 0
+    """Reader processes when ``ingest.readers`` is not set: one where the collector may run on
+    two cores or more (the commits keep a core), none on one (read in the MQTT client's
+    thread)."""
+    return 1 if usable_cores() >= 2 else 0
 
 
 class IngestConfig(_Strict):

@@ -87,7 +87,7 @@ def _payload(vehicle: str, agent: str, seqs: range, **extra: Any) -> bytes:
 
 
 def test_the_default_is_one_reader_where_there_are_two_cores() -> None:
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0))
     assert default_readers() == (1 if cores >= 2 else 0)
     assert IngestConfig().reader_processes() == default_readers()
     assert IngestConfig(readers=0).reader_processes() == 0
@@ -358,3 +358,14 @@ def test_a_ctrl_c_on_the_collectors_group_stops_it_cleanly(
     log = collector.log.read_text(encoding="utf-8")
     assert "Traceback" not in log
     assert "reader process died" not in log
+
+
+def test_a_process_allowed_one_core_reads_in_its_own_thread() -> None:
+    # taskset, systemd's CPUAffinity=, docker --cpuset-cpus: the machine has more cores than
+    # the collector may run on; one allowed core is a one-core machine to it (no reader)
+    one = min(os.sched_getaffinity(0))
+    out = subprocess.run(
+        [sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{one}}}); "
+         "from collector.config import default_readers; print(default_readers())"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0"]
