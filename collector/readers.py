@@ -31,12 +31,15 @@ import multiprocessing
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from multiprocessing import forkserver
+from types import FrameType
 
 from collector.intake import Prepared, prepare, reject_payload
 from protocols.uplink import vehicle_of_topic
@@ -86,6 +89,18 @@ class Reading:
 Read = Callable[[str, bytes, Known, int, int], Prepared]
 
 
+def _imported_by_the_forkserver() -> bool:
+    """True in the readers' forkserver importing this module (its preload, :meth:`BatchReaders.
+    _start`): :func:`multiprocessing.forkserver.main` is among the callers."""
+    main = forkserver.main.__code__
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is main:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def reader_started(pid: int) -> None:
     """Each reader process's start: SIGINT and SIGTERM ignored, the collector (``pid``)
     watched.
@@ -94,7 +109,8 @@ def reader_started(pid: int) -> None:
     sends SIGTERM to every process of it: a reader that died of either broke its pool while
     the collector was still committing its queued batches (each read again, an error logged).
     The collector stops its readers when it has finished with them (:meth:`BatchReaders.close`)
-    and they end with it however it ends (:func:`watch_parent`); SIGKILL still ends one."""
+    and they end with it however it ends (:func:`watch_parent`); SIGKILL still ends one. Their
+    forkserver ignores both too (the end of this module)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     watch_parent(pid)
@@ -153,8 +169,9 @@ class BatchReaders:
 
     def _start(self, count: int | None = None) -> ProcessPoolExecutor:
         context = multiprocessing.get_context("forkserver")
-        # The server imports the reading code once; each reader is forked from it, ready.
-        context.set_forkserver_preload(["collector.intake"])
+        # The server imports the reading code once (this module, which makes the server ignore
+        # SIGTERM: _in_the_forkserver); each reader is forked from it, ready.
+        context.set_forkserver_preload(["collector.readers"])
         return ProcessPoolExecutor(count or self.count, mp_context=context,
                                    initializer=reader_started, initargs=(os.getpid(),))
 
@@ -225,3 +242,8 @@ class BatchReaders:
                 self._alone = None
 
 
+# The forkserver's end is every reader's end to its pool (the pipe of their exit statuses closes):
+# it ignores SIGTERM as they do (reader_started), and its readers are forked ignoring it. It ends
+# on its own with the collector (its pipe from the collector closes); SIGINT it ignores already.
+if _imported_by_the_forkserver():
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from multiprocessing import forkserver
 from pathlib import Path
 from typing import Any
 
@@ -330,28 +331,42 @@ def test_readers_leave_sigint_and_sigterm_to_the_collector() -> None:
     # a Ctrl-C on the terminal reaches the whole process group, and systemd's stop sends
     # SIGTERM to every process of the unit: a reader that died of it broke the pool while the
     # collector was still committing its queued batches (all read again, an error logged)
+    # collector: the forkserver too, whose end is each of its readers' end to the pool (its
+    # pipe of their exit statuses closes)
     readers = BatchReaders(1)  # one: warm_up's batch ran in it, after its start
     try:
         readers.warm_up()
         pids = list(readers._pool._processes)
         assert len(pids) == 1
-        for pid in pids:
+        server = forkserver._forkserver._forkserver_pid  # type: ignore[attr-defined]
+        assert server is not None
+        for pid in [*pids, server]:
             ignored = _ignored_signals(pid)
-            assert ignored >> (signal.SIGINT - 1) & 1, f"reader {pid} does not ignore SIGINT"
-            assert ignored >> (signal.SIGTERM - 1) & 1, f"reader {pid} does not ignore SIGTERM"
+            assert ignored >> (signal.SIGINT - 1) & 1, f"process {pid} does not ignore SIGINT"
+            assert ignored >> (signal.SIGTERM - 1) & 1, f"process {pid} does not ignore SIGTERM"
+        for pid in [*pids, server]:  # systemd's stop: SIGTERM to every process of the unit
+            os.kill(pid, signal.SIGTERM)
+        topic = up_topic(V1)
+        read = readers.result(readers.submit(topic, _payload(V1, "a1", range(1, 3)),
+                                             Known.of(topic, _known()), 1_000, 1 << 20))
+        assert read.ack == Ack("a1", stored=[(1, 2)], vehicle=V1)
+        assert readers.restarts == 0
+        assert list(readers._pool._processes) == pids
     finally:
         readers.close()
 
 
-def test_a_ctrl_c_on_the_collectors_group_stops_it_cleanly(
-        tmp_path: Path, mosquitto: Mosquitto) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_collectors_group_stops_it_cleanly(
+        tmp_path: Path, mosquitto: Mosquitto, sig: int) -> None:
+    # SIGINT: a Ctrl-C on the terminal; SIGTERM: systemd's stop (the collector itself stops)
     config, port = write_collector_files(tmp_path, mosquitto.url, FLEET)
     collector = CollectorProcess(config, port, own_group=True)  # the terminal's group, alone
     collector.start()
     proc = collector.proc
     assert proc is not None
     try:
-        os.killpg(proc.pid, signal.SIGINT)  # what a Ctrl-C on the terminal does
+        os.killpg(proc.pid, sig)
         assert proc.wait(60) == 0  # a bound for the suite, not a measure
     finally:
         collector.child.kill()
