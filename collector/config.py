@@ -200,6 +200,9 @@ class FindingsConfig(_Strict):
     #: Seconds an evaluation lease lasts unrenewed: a dead collector's partitions are taken
     #: over within about this (plus the survivors' next evaluation, at most a third of it).
     lease_s: Annotated[float, Field(ge=3, le=600)] = 30.0
+    #: Seconds at most from a record stored to the start of the live evaluation that judges it
+    #: under a steady stream (collector/findings.py ``max_delay_s``).
+    max_delay_s: Annotated[float, Field(ge=0.1, le=60)] = 0.5
 
 
 class CollectorConfig(_Strict):

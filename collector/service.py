@@ -218,6 +218,7 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     # this process the holder
     live = LiveFindings(store, config.registry, on_evaluated=ingest.publish_evaluated,
                         lease_s=config.findings.lease_s,
+                        max_delay_s=config.findings.max_delay_s,
                         holder=f"{config.broker.client_id}@{socket.gethostname()}:{os.getpid()}")
     web = Web(store, RegistryFile(config.registry), live.profiles, ingest, vehicles.operators,
               stale_after_s=config.ingest.stale_after_s,
