@@ -25,7 +25,7 @@ from typing import Any, Final
 import paho.mqtt.client as mqtt
 
 from collector.config import BrokerConfig
-from collector.intake import Prepared, prepare
+from collector.intake import UNKNOWN_VEHICLE, Prepared, prepare
 from collector.readers import BatchReaders, Known, Read, Reading, read_batch
 from collector.signer import AckSigner
 from collector.store import Reject, Store, StoreError
@@ -158,6 +158,10 @@ class Ingest:
         self._worker_done = False
         self._queue: queue.Queue[Queued | None] = queue.Queue(maxsize=QUEUE_DEPTH)
         self._worker: threading.Thread | None = None
+        #: Held while a group is answered and while a replay notice is sent (:meth:`announce`):
+        #: a batch refused for an unknown vehicle is answered before the notice or checked
+        #: again after it, never refused behind it.
+        self._answering = threading.RLock()
         self._load_state()
 
     def _load_state(self) -> None:
@@ -471,6 +475,33 @@ class Ingest:
 
     def _answer(self, items: list[Answerable]) -> None:
         """Commit the batches among ``items`` together, then answer and PUBACK each in order."""
+        with self._answering:
+            self._answer_now([(topic, self._known_now(work) if isinstance(work, Prepared)
+                               else work, mid, qos) for topic, work, mid, qos in items])
+
+    def _known_now(self, prepared: Prepared) -> Prepared:
+        """``prepared``, read again if it was refused whole for an unknown vehicle that the
+        registry has gained since it was read (the vehicle's agents may have been told to send
+        their retryable rejects again already: this batch must not be one of them)."""
+        vehicle = prepared.vehicle
+        if (vehicle is None or not prepared.whole_payload_rejected or len(prepared.rejects) != 1
+                or not prepared.rejects[0].reason.startswith(UNKNOWN_VEHICLE)
+                or vehicle not in self.known_vehicles()):
+            return prepared
+        topic, payload, at = prepared.topic, prepared.rejects[0].payload, prepared.received_ms
+        log.info("%s: the registry now has %s: its batch read again", topic, vehicle)
+        readers = self._readers
+        try:
+            if readers is None:
+                return prepare(topic, payload, self.known_vehicles, at, self.max_payload_bytes)
+            return readers.result(readers.submit(topic, payload,
+                                                 Known.of(topic, self.known_vehicles()), at,
+                                                 self.max_payload_bytes))
+        except Exception:  # a bug: the refusal stands (the agent is told, and told to replay)
+            log.exception("%s: the batch could not be read again", topic)
+            return prepared
+
+    def _answer_now(self, items: list[Answerable]) -> None:
         client = self.client
         batches = [work for _, work, _, _ in items if isinstance(work, Prepared)]
         answers: list[tuple[str, Ack] | None] | None = None
@@ -499,6 +530,10 @@ class Ingest:
         client = self.client
         if client is None or not vehicles:
             return 0
+        with self._answering:  # after the group being answered, if any (_known_now)
+            return self._announce(client, vehicles)
+
+    def _announce(self, client: MqttClient, vehicles: frozenset[str]) -> int:
         sent = 0
         for vehicle in sorted(vehicles):
             agents = self.store._read("SELECT DISTINCT agent FROM rejects WHERE vehicle = ? "

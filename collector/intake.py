@@ -50,6 +50,8 @@ MAX_BATCH_RECORDS: Final = 10_000
 MAX_REJECT_ROWS: Final = 16
 #: Characters of an agent id (the agent makes a UUID, 36).
 MAX_AGENT_CHARS: Final = 128
+#: How the reason of a payload refused for its vehicle, not (yet) in the registry, begins.
+UNKNOWN_VEHICLE: Final = "unknown vehicle"
 #: Characters of a reason kept (in ``rejects`` and in the ack); longer ones are cut with "…".
 MAX_REASON_CHARS: Final = 300
 
@@ -237,7 +239,7 @@ def _prepare(
         reason = f"agent {OPERATOR!r} is reserved for entries made at the collector"
         return reject_payload(topic, vehicle, payload, reason, received_ms)
     if vehicle not in known_vehicles():
-        reason = f"unknown vehicle {vehicle!r} (not in the fleet registry)"
+        reason = f"{UNKNOWN_VEHICLE} {vehicle!r} (not in the fleet registry)"
         return reject_payload(topic, vehicle, payload, reason, received_ms, retryable=True)
     if len(batch.records) > MAX_BATCH_RECORDS:
         reason = f"too many records: {len(batch.records)} > {MAX_BATCH_RECORDS} in one batch"

@@ -384,3 +384,53 @@ def test_a_process_allowed_one_core_reads_in_its_own_thread() -> None:
          "from collector.config import default_readers; print(default_readers())"],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["0"]
+
+
+@pytest.mark.parametrize("readers", [0, 1])
+def test_a_batch_in_flight_when_its_vehicle_is_added_is_not_left_behind_the_replay(
+        store: Store, mosquitto: Mosquitto, agent: AgentSide, readers: int) -> None:
+    # firmware-notes/mqtt.md: an agent sends its retryable rejects again only when told (the
+    # replay notice sent when its vehicle is added). A batch read while the vehicle was unknown
+    # and answered after that notice (retryable, unknown) would wait for a notice already gone.
+    fleet = set(VEHICLES)
+    ingest = Ingest(store, lambda: frozenset(fleet), readers=readers)
+    ingest.connect(BrokerConfig(url=mosquitto.url, client_id="registry-race"))
+    hold = threading.Event()
+    put_many = store.put_many
+
+    def held_put_many(*args: object, **kwargs: object) -> list[int]:
+        hold.wait()
+        return put_many(*args, **kwargs)  # type: ignore[arg-type]
+
+    try:
+        deadline = time.monotonic() + 10
+        while not ingest.state.connected:
+            assert time.monotonic() < deadline, "the collector never connected"
+            time.sleep(0.05)
+        # the stranger's agent sends before its bus is in the registry: refused, retryable
+        agent.publish(STRANGER, _payload(STRANGER, "s1", range(1, 3)), topic=up_topic(STRANGER))
+        assert agent.wait_ack(STRANGER).retryable == [True]
+        store.put_many = held_put_many  # type: ignore[method-assign]
+        agent.publish(V1, _payload(V1, "a1", range(1, 2)))  # the worker waits in its commit
+        agent.publish(STRANGER, _payload(STRANGER, "s1", range(3, 5)), topic=up_topic(STRANGER))
+        deadline = time.monotonic() + 10
+        while ingest._queue.qsize() < 1:  # read (unknown) and queued behind the held commit
+            assert time.monotonic() < deadline, "the second batch was never queued"
+            time.sleep(0.01)
+        fleet.add(STRANGER)  # the registry gains the bus, and its agent is told
+        announced = threading.Thread(target=ingest.announce, args=(frozenset({STRANGER}),))
+        announced.start()
+        # the notice goes out now, or waits for the commit held (a bound, not a measure: the
+        # assertions hold either way)
+        announced.join(2)
+        hold.set()
+        announced.join()
+        answers = [agent.wait_ack(STRANGER) for _ in range(2)]
+    finally:
+        hold.set()
+        ingest.close()
+    # either the batch in flight is stored, or its refusal comes before the replay notice
+    in_flight = [a for a in answers if not a.replay]
+    assert len(in_flight) == 1
+    stored = in_flight[0].stored == [(3, 4)]
+    assert stored or answers[0] is in_flight[0], f"refused after the replay notice: {answers}"
