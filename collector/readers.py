@@ -145,6 +145,9 @@ def watch_parent(pid: int) -> None:
 
 
 def _warm() -> int:
+    # busy for a moment: the pool starts a process for each submitted call that finds none idle,
+    # so ``count`` of these submitted at once start ``count`` processes
+    time.sleep(0.05)
     return os.getpid()
 
 
