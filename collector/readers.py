@@ -101,9 +101,11 @@ def _imported_by_the_forkserver() -> bool:
     return False
 
 
-def reader_started(pid: int) -> None:
+def reader_started(pid: int, level: int = logging.WARNING, fmt: str | None = None) -> None:
     """Each reader process's start: SIGINT and SIGTERM ignored, the collector (``pid``)
-    watched.
+    watched, and its log lines written as the collector writes its own (``level`` and ``fmt``:
+    the collector's root logger's when the pool started; a reader logs to the stderr it shares
+    with the collector, e.g. the unexpected errors reading a payload).
 
     A Ctrl-C on the terminal reaches the whole process group, and stopping a systemd unit
     sends SIGTERM to every process of it: a reader that died of either broke its pool while
@@ -113,6 +115,8 @@ def reader_started(pid: int) -> None:
     forkserver ignores both too (the end of this module)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.basicConfig(level=level, format=fmt or logging.BASIC_FORMAT, stream=sys.stderr,
+                        force=True)
     watch_parent(pid)
 
 
@@ -175,8 +179,12 @@ class BatchReaders:
         # The server imports the reading code once (this module, which makes the server ignore
         # SIGTERM: _in_the_forkserver); each reader is forked from it, ready.
         context.set_forkserver_preload(["collector.readers"])
+        root = logging.getLogger()
+        formats = [h.formatter._fmt for h in root.handlers if h.formatter is not None]
         return ProcessPoolExecutor(count or self.count, mp_context=context,
-                                   initializer=reader_started, initargs=(os.getpid(),))
+                                   initializer=reader_started,
+                                   initargs=(os.getpid(), root.getEffectiveLevel(),
+                                             formats[0] if formats else None))
 
     def warm_up(self) -> None:
         """Start the processes now (the pool starts them at its first batches otherwise)."""

@@ -5,6 +5,7 @@ never hangs on a full queue."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -434,3 +435,37 @@ def test_a_batch_in_flight_when_its_vehicle_is_added_is_not_left_behind_the_repl
     assert len(in_flight) == 1
     stored = in_flight[0].stored == [(3, 4)]
     assert stored or answers[0] is in_flight[0], f"refused after the replay notice: {answers}"
+
+
+def _logs_and_reads(topic: str, payload: bytes, known: Known, received_ms: int,
+                    max_payload_bytes: int) -> Prepared:
+    """read_batch, after a warning and a debug line of the reader's own."""
+    logging.getLogger("tests.reader").warning("read in a reader")
+    logging.getLogger("tests.reader").debug("a debug line")
+    return read_batch(topic, payload, known, received_ms, max_payload_bytes)
+
+
+_LOGGING = """
+import logging, sys
+logging.basicConfig(level=getattr(logging, sys.argv[1]),
+                    format="COLLECTOR-FORMAT %(levelname)s %(name)s: %(message)s")
+from collector.readers import BatchReaders, Known
+from protocols.uplink import encode_batch, up_topic
+from tests.collector.test_readers import _logs_and_reads
+readers = BatchReaders(1, read=_logs_and_reads)
+topic = up_topic("ABC1D23")
+readers.result(readers.submit(topic, encode_batch("ABC1D23", "a1", []), Known(frozenset()), 1, 1 << 20))
+readers.close()
+"""
+
+
+@pytest.mark.parametrize(("level", "shown"), [("INFO", ["WARNING"]), ("DEBUG", ["WARNING", "DEBUG"]),
+                                              ("ERROR", [])])
+def test_a_reader_logs_as_the_collector_does(level: str, shown: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", _LOGGING, level], capture_output=True,
+                          text=True, cwd=Path(__file__).resolve().parents[2], timeout=60,
+                          check=True)
+    lines = [line for line in done.stderr.splitlines() if "tests.reader" in line]
+    expected = {"WARNING": "COLLECTOR-FORMAT WARNING tests.reader: read in a reader",
+                "DEBUG": "COLLECTOR-FORMAT DEBUG tests.reader: a debug line"}
+    assert lines == [expected[what] for what in shown]
