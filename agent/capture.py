@@ -85,9 +85,22 @@ class CaptureServer:
                 if stat.S_ISSOCK(self.path.lstat().st_mode):
                     self.path.unlink()
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.bind(str(self.path))
-            os.chmod(self.path, 0o660)
-            sock.listen(4)
+            # bound and listening under a name of its own, then renamed into place: once the
+            # path exists a client's connect is accepted (between bind and listen it was
+            # refused, and `frota agent capture` took the starting agent for none)
+            staging = self.path.with_name(f".capture-{os.getpid()}")
+            with contextlib.suppress(FileNotFoundError):
+                staging.unlink()
+            try:
+                sock.bind(str(staging))
+                os.chmod(staging, 0o660)
+                sock.listen(4)
+                os.replace(staging, self.path)
+            except OSError:
+                sock.close()
+                with contextlib.suppress(OSError):
+                    staging.unlink()
+                raise
             sock.settimeout(0.5)
         except OSError as err:
             log.warning("capture socket %s unavailable (%s): frota agent capture cannot reach "

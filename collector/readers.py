@@ -190,8 +190,11 @@ class BatchReaders:
         """Start the processes now (the pool starts them at its first batches otherwise)."""
         with self._lock:
             pool = self._pool
-        for future in [pool.submit(_warm) for _ in range(self.count)]:
-            future.result()
+        try:
+            for future in [pool.submit(_warm) for _ in range(self.count)]:
+                future.result()
+        except (BrokenProcessPool, CancelledError, RuntimeError):
+            pass  # closed meanwhile, or a process died: the batches restart the pool
 
     def submit(self, topic: str, payload: bytes, known: Known, received_ms: int,
                max_payload_bytes: int) -> Reading:
