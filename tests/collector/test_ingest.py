@@ -30,16 +30,6 @@ def collector(tmp_path: Path, mosquitto: Mosquitto) -> Iterator[CollectorProcess
         assert proc.stop() == 0
 
 
-@pytest.fixture
-def agent(mosquitto: Mosquitto) -> Iterator[AgentSide]:
-    """The test's publisher and ack listener."""
-    side = AgentSide(mosquitto.port)
-    try:
-        yield side
-    finally:
-        side.close()
-
-
 def _stored(db: Path, vehicle: str) -> list[dict[str, object]]:
     store = open_store(str(db), create=False)
     try:

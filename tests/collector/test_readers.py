@@ -61,16 +61,6 @@ def store(tmp_path: Path) -> Iterator[Store]:
         opened.close()
 
 
-@pytest.fixture
-def agent(mosquitto: Mosquitto) -> Iterator[AgentSide]:
-    side = AgentSide(mosquitto.port)
-    try:
-        yield side
-    finally:
-        side.client.loop_stop()
-        side.client.disconnect()
-
-
 def _ingest(store: Store, mosquitto: Mosquitto, name: str = "readers-test",
             **kwargs: object) -> Ingest:
     ingest = Ingest(store, _known, readers=1, **kwargs)  # type: ignore[arg-type]
