@@ -8,13 +8,10 @@ the integer it equals, strings as UTF-8 with only the escapes JSON requires)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-
-import pytest
 
 from collector.chaincheck import check_store
 from collector.ingest import Ingest
-from collector.store import Store, open_store, record_row
+from collector.store import Store, record_row
 from protocols.chain import GENESIS
 from protocols.keyring import Keyring
 from protocols.uplink import encode_batch
@@ -22,15 +19,6 @@ from tests.trust.fleet import A
 
 TOPIC = f"frota/v1/{A}/up"
 TS = "2026-03-02T14:00:01.000Z"
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    opened = open_store(store_url)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _stored(store: Store) -> dict[int, tuple[str, str]]:
