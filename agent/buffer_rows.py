@@ -54,6 +54,7 @@ from protocols.canonical import canonical
 from protocols.canonical_batch import forms
 from protocols.fields import _canonical_ts_ms
 from protocols.records import Record, RecordError, device_key, ts_to_ms
+from protocols.sqlite_rows import rows_per_statement, statements
 
 log = logging.getLogger("agent.buffer")
 
@@ -164,21 +165,17 @@ def _insert_compact_sql(rows: int) -> str:
 def insert_rows(conn: sqlite3.Connection, rows: list[Row] | list[CompactRow], now: int) -> None:
     """Insert ``rows`` (in the caller's transaction), :data:`ROWS_PER_INSERT` a statement (fewer
     when SQLite allows fewer variables in one statement); the rest in statements of 128, 64,
-    …, 1 rows (a few SQL texts, prepared once and cached). compact rows
+    …, 1 rows (:mod:`protocols.sqlite_rows`). compact rows
     (:data:`CompactRow`) get ``now`` as their ``captured_ms``."""
     if not rows:
         return
     compact = len(rows[0]) == 7
     width = 7 if compact else len(COLUMNS.split(","))
-    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) - (1 if compact else 0)
-    most = max(1, min(ROWS_PER_INSERT, limit // width))
+    most = rows_per_statement(conn, width, ROWS_PER_INSERT, shared=1 if compact else 0)
     sql = _insert_compact_sql if compact else _insert_sql
     head = [now] if compact else []
-    at = 0
-    for size in (most, *(1 << n for n in range(7, -1, -1) if 1 << n < most)):
-        while len(rows) - at >= size:
-            conn.execute(sql(size), head + list(chain.from_iterable(rows[at : at + size])))
-            at += size
+    for at, size in statements(len(rows), most):
+        conn.execute(sql(size), head + list(chain.from_iterable(rows[at : at + size])))
 
 
 def sent_body(seq: int, kind: str, body: str, prev: bytes | None, agent_json: str) -> str:

@@ -16,12 +16,11 @@ import sqlite_utils
 
 from collector.store import Store, StoreError
 from collector.store_schema import MIGRATIONS
+from protocols.sqlite_rows import rows_per_statement, statements
 
-#: Rows per INSERT statement of a batch's records (issue 16): one statement of many rows
-#: (``VALUES (…), (…), …``) is one call into SQLite where ``executemany`` is one per row. The
-#: sqlite3 module gives the GIL up around each call, and takes it back after it: with the batch
-#: reader busy in the same process, the commit waited for the GIL once per row. The rest of a
-#: batch goes in statements of 64, 32, …, 1 rows (a few SQL texts, prepared once and cached).
+#: Rows per INSERT statement of a batch's records (issue 16, :mod:`protocols.sqlite_rows`): with
+#: ``executemany`` the commit waited to take the interpreter's lock back once per row while a
+#: batch was being read in the same process.
 ROWS_PER_INSERT = 128
 
 
@@ -150,15 +149,9 @@ class SQLiteStore(Store):
                 out.append(0)
                 continue
             before = conn.total_changes
-            width = len(rows[0])
-            most = max(1, min(ROWS_PER_INSERT,
-                              conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width))
-            at = 0
-            for size in (most, *(1 << n for n in range(6, -1, -1) if 1 << n < most)):
-                while len(rows) - at >= size:
-                    conn.execute(_multi_row(sql, size),
-                                 list(chain.from_iterable(rows[at : at + size])))
-                    at += size
+            most = rows_per_statement(conn, len(rows[0]), ROWS_PER_INSERT)
+            for at, size in statements(len(rows), most):
+                conn.execute(_multi_row(sql, size), list(chain.from_iterable(rows[at : at + size])))
             out.append(conn.total_changes - before)
         return out
 
