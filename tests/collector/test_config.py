@@ -46,6 +46,10 @@ def test_defaults_and_tls() -> None:
     assert (config.broker.port, config.broker.uses_tls) == (8883, True)
     assert config.broker.tls.ca_file == Path("/etc/frota/ca.crt")
     assert config.database.url == "postgresql://frota@db/frota"
+    # the live evaluation at most half a second after a record (docs/collector.md); the readers
+    # left to the machine (ingest.reader_processes)
+    assert config.findings.max_delay_s == 0.5
+    assert config.ingest.readers is None
 
 
 @pytest.mark.parametrize(
@@ -81,6 +85,14 @@ def test_defaults_and_tls() -> None:
          "collector.toml: http.port: Input should be less than or equal to 65535"),
         ('registry = "f.json"\n[ingest]\nmax_payload_bytes = 99999999\n',
          "collector.toml: ingest.max_payload_bytes: Input should be less than or equal to 1048576"),
+        ('registry = "f.json"\n[ingest]\nreaders = -1\n',
+         "collector.toml: ingest.readers: Input should be greater than or equal to 0"),
+        ('registry = "f.json"\n[ingest]\nreaders = 17\n',
+         "collector.toml: ingest.readers: Input should be less than or equal to 16"),
+        ('registry = "f.json"\n[findings]\nmax_delay_s = 0.05\n',
+         "collector.toml: findings.max_delay_s: Input should be greater than or equal to 0.1"),
+        ('registry = "f.json"\n[findings]\nmax_delay_s = 61\n',
+         "collector.toml: findings.max_delay_s: Input should be less than or equal to 60"),
         ("registry = \n", "collector.toml: not valid TOML: "),
     ],
 )
