@@ -43,8 +43,8 @@ import logging
 import sqlite3
 from binascii import hexlify
 from collections import deque
-from itertools import chain, islice, repeat
-from operator import itemgetter
+from itertools import chain, compress, islice, repeat
+from operator import eq, is_not, itemgetter
 from typing import Any, Final
 
 import orjson
@@ -235,12 +235,7 @@ def build_rows(
         items = [item if item[1][1] is not None else
                  (item[0], (item[1][0], ts_to_ms(item[1][0]["ts"]), item[1][0].get("device_seq"),
                             None, None)) for item in items]
-    numbers: dict[str, list[Any]] = {}  # per source, the frame numbers of the commit
-    for source, ready in items:
-        if ready[2] is not None:
-            numbers.setdefault(source, []).append(ready[2])
-    runs = FrameRuns(conn, {source: (min(got), max(got)) for source, got in numbers.items()})
-    kept = _new_records(runs, items)
+    runs, kept = _frames_kept(conn, items)
     # The forms, with the seqs the records get if none is dropped (one with no canonical form).
     new = list(map(items.__getitem__, kept))
     readies: list[Ready] = list(map(_second, new))
@@ -317,6 +312,48 @@ def build_rows(
         prev_raw, prev_hex = digest, hexlify(digest)
     runs.save()
     return rows, prev_hex.decode()
+
+
+def _frames_kept(conn: sqlite3.Connection, items: list[tuple[str, Ready]]
+                 ) -> tuple[FrameRuns, list[int]]:
+    """The runs of captured frames the commit's frames can touch, and the indexes of ``items``
+    to capture (:func:`_new_records`).
+
+    The usual commit is known new column by column, without a look at each frame: when each
+    source's frame numbers, in the commit's order, are consecutive integers counting up by one
+    (one record a frame, none twice) and no run holds any of them, no frame can be known
+    (every run's numbers are the frames captured, and none of these was), so every record is
+    kept and each source's frames join the runs in one step (:meth:`FrameRuns.note_span`: the
+    runs record by record would give). Otherwise, frame by frame."""
+    readies = list(map(_second, items))
+    numbers: list[Any] = list(map(_third, readies))
+    everything = list(range(len(items)))
+    framed = list(map(is_not, numbers, repeat(None)))
+    if True not in framed:  # no device frame in the commit
+        return FrameRuns(conn, {}), everything
+    sources: list[str] = list(compress(map(_first, items), framed))
+    numbers = list(compress(numbers, framed))
+    times: list[int] = list(compress(map(_second, readies), framed))
+    columns: dict[str, tuple[list[Any], list[int]]] = {}
+    distinct = set(sources)
+    if len(distinct) == 1:
+        columns[sources[0]] = (numbers, times)
+    else:
+        for source in distinct:
+            mask = list(map(eq, sources, repeat(source)))
+            columns[source] = (list(compress(numbers, mask)), list(compress(times, mask)))
+    runs = FrameRuns(conn, {source: (min(got), max(got)) for source, (got, _) in columns.items()})
+    counting = all(set(map(type, got)) == _INT and got == list(range(got[0], got[0] + len(got)))
+                   for got, _ in columns.values())
+    if counting and not any(runs.overlaps(source, got[0], got[-1])
+                            for source, (got, _) in columns.items()):
+        for source, (got, at) in columns.items():
+            runs.note_span(source, got[0], got[-1], min(at), max(at))
+        return runs, everything
+    return runs, _new_records(runs, items)
+
+
+_INT: Final = {int}
 
 
 def _new_records(runs: FrameRuns, items: list[tuple[str, Ready]]) -> list[int]:

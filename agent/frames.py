@@ -68,6 +68,32 @@ class FrameRuns:
         runs[first] = [first, last, low, high]
         self._dirty.add((source, first))
 
+    def overlaps(self, source: str, first: int, last: int) -> bool:
+        """A run of ``source`` holds some number of ``first``…``last``."""
+        return any(run[0] <= last and run[1] >= first
+                   for run in self.runs.get(source, {}).values())
+
+    def note_span(self, source: str, first: int, last: int, low: int, high: int) -> None:
+        """:meth:`note` of frames ``first``, ``first + 1``, …, ``last`` in that order (device
+        times ``low``…``high``), in one step: the same runs as frame by frame, provided no run
+        holds any of those numbers (:meth:`overlaps`) — then each frame is new, and joins only
+        the run ending just before ``first`` and the one starting just after ``last``."""
+        runs = self.runs.setdefault(source, {})
+        before = None
+        for run in runs.values():  # the first run ending just before it, as note() finds it
+            if run[1] == first - 1:
+                before = run
+                break
+        after = runs.get(last + 1)
+        if before is not None:
+            first, low, high = before[0], min(low, before[2]), max(high, before[3])
+        if after is not None:
+            last, low, high = after[1], min(low, after[2]), max(high, after[3])
+            del runs[after[0]]
+            self._dirty.add((source, after[0]))
+        runs[first] = [first, last, low, high]
+        self._dirty.add((source, first))
+
     def save(self) -> None:
         """Write the runs that changed (in the caller's transaction)."""
         for source, first in sorted(self._dirty):

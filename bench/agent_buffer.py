@@ -45,14 +45,19 @@ records/s, and Frota ÷ thingsboard-gateway (durable) round by round against iss
 write ≥ 1× (goal ≥ 2×), drain ≥ 1×; for the write also the process's CPU time per record on
 each side, in the same window (a shared machine's load moves the wall-time ratio: Frota's write
 is bound by CPU, thingsboard-gateway's by its ``fsync``s; its CPU includes the benchmark's
-polling of its table). Then, once: bytes per record at rest in each store's
+polling of its table), and the CPU of a floor in the same rounds (``floor_write``: the same
+rows' JSON, canonical form, chain, INSERT and COMMIT as the least Python does them, nothing
+checked, in one thread — what the write would cost if every check, the frame runs and the
+hand-over between threads were free). Then, once: bytes per record at rest in each store's
 database file (WAL checkpointed, VACUUM).
 """
 
 from __future__ import annotations
 
 import argparse
+import binascii
 import gc
+import hashlib
 import importlib
 import logging
 import shutil
@@ -198,6 +203,62 @@ def frota_write(folder: Path, groups: list[tuple[str, list[Record]]], count: int
     return took, cpu
 
 
+#: The floor's INSERT: nine columns as the buffer's compact rows bind them (seven a row).
+_FLOOR_ROW = "(?, ?, ?, ?, ?, ?, 0, NULL, ?)"
+_FLOOR_ROWS = 200
+
+
+def floor_write(folder: Path, items: Items, commit: int) -> tuple[float, float]:
+    """What the least Python can do for the same rows, in one thread, with nothing checked: per
+    commit of ``commit`` records, each record's JSON and its canonical form with ``agent``,
+    ``seq`` and ``prev`` (``orjson``, keys sorted), the chain (the previous hash written in,
+    SHA-256), the rows inserted ``_FLOOR_ROWS`` a statement into a table shaped as the buffer's
+    (its time index), COMMIT with ``synchronous=FULL`` in WAL mode. Not a store (no frame runs,
+    no precision or timestamp checks, no hand-over between threads, orjson's ``40.0`` left as
+    it is): the floor under Frota's write in Python. Seconds and the process's CPU seconds."""
+    conn = sqlite3.connect(folder / "floor.sqlite", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.execute("CREATE TABLE records (seq INTEGER PRIMARY KEY, ts_ms INTEGER, kind TEXT, "
+                 "source TEXT, device_seq INTEGER, body TEXT, captured_ms INTEGER, hash BLOB, "
+                 "prev BLOB)")
+    conn.execute("CREATE INDEX records_ts ON records (ts_ms)")
+    agent, placeholder = "6f1c0d8e-3b55-4a1e-9a43-0c2f3f7e9b10", "0" * 64
+    pair_open, hole = b'"prev":"', b'"prev":"' + b"0" * 64 + b'"'
+    sql = "INSERT INTO records VALUES " + ", ".join([_FLOOR_ROW] * _FLOOR_ROWS)
+    sha256, sort = hashlib.sha256, orjson.OPT_SORT_KEYS
+    start, cpu = time.perf_counter(), time.process_time()
+    prev, seq = b"\0" * 32, 1
+    for at in range(0, len(items), commit):
+        part = items[at : at + commit]
+        sent = [orjson.dumps(rec).decode() for _, rec in part]
+        chained = [prev]
+        pair = pair_open + binascii.hexlify(prev) + b'"'
+        for n, (_, rec) in enumerate(part):
+            form = orjson.dumps({**rec, "agent": agent, "seq": seq + n, "prev": placeholder},
+                                option=sort).decode().encode()
+            digest = sha256(form.replace(hole, pair, 1)).digest()
+            chained.append(digest)
+            pair = pair_open + binascii.hexlify(digest) + b'"'
+        prev = chained.pop()
+        rows = list(zip(range(seq, seq + len(part)), [0] * len(part),
+                        [rec["kind"] for _, rec in part], [source for source, _ in part],
+                        [rec.get("device_seq") for _, rec in part], sent, chained,
+                        strict=True))
+        conn.execute("BEGIN")
+        for first in range(0, len(rows), _FLOOR_ROWS):
+            chunk = rows[first : first + _FLOOR_ROWS]
+            if len(chunk) == _FLOOR_ROWS:
+                conn.execute(sql, [value for row in chunk for value in row])
+            else:
+                conn.executemany(f"INSERT INTO records VALUES {_FLOOR_ROW}", chunk)
+        conn.execute("COMMIT")
+        seq += len(part)
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    conn.close()
+    return took, cpu
+
+
 def frota_drain(path: Path, batch: int) -> int:
     """Read and confirm batches as the uplink does with the collector's acks; records drained."""
     buf = Buffer(path)
@@ -248,11 +309,12 @@ def main() -> None:
     args = parser.parse_args()
     _tb_modules()
     items = day_of_records(args.records)
+    commit_records = int(BufferConfig.model_fields["commit_records"].default)
     groups = frames(items)
     n = len(items)
     seconds: dict[str, list[float]] = {k: [] for k in (
         "frota write", "tb write", "tb stock write", "frota drain", "tb drain", "tb stock drain")}
-    cpu: dict[str, list[float]] = {"frota write": [], "tb write": []}
+    cpu: dict[str, list[float]] = {"frota write": [], "tb write": [], "floor write": []}
     gc.collect()
     gc.freeze()
     with tempfile.TemporaryDirectory(dir=Path.cwd(), prefix=".bench-agent-buffer-") as tmp:
@@ -267,6 +329,10 @@ def main() -> None:
             drained = frota_drain(folder / "buffer.sqlite", args.batch)
             seconds["frota drain"].append(time.perf_counter() - start)
             assert drained == n, (drained, n)
+            shutil.rmtree(folder)
+            folder = root / f"floor{run}"
+            folder.mkdir()
+            cpu["floor write"].append(floor_write(folder, items, commit_records)[1])
             shutil.rmtree(folder)
             for name, sync in (("tb", "FULL"), ("tb stock", "NORMAL")):
                 folder = root / f"{name.replace(' ', '-')}{run}"
@@ -309,6 +375,11 @@ def main() -> None:
             print(f"  CPU of the process, µs a record: Frota {frota_cpu.scaled(1e6 / n).show('{:.1f}')}"
                   f"; thingsboard-gateway (durable) {tb_cpu.scaled(1e6 / n).show('{:.1f}')}; "
                   f"Frota ÷ thingsboard-gateway in CPU {tb_cpu.ratio(frota_cpu).show('{:.2f}')}x")
+            floor = Figure(tuple(cpu["floor write"]))
+            print(f"  the floor in Python (the same rows' JSON, canonical form, chain, INSERT "
+                  f"and COMMIT; nothing checked, one thread), CPU µs a record: "
+                  f"{floor.scaled(1e6 / n).show('{:.1f}')}; its ÷ thingsboard-gateway in CPU "
+                  f"{tb_cpu.ratio(floor).show('{:.2f}')}x")
     print(f"bytes per record at rest (database file after VACUUM, indexes included): Frota "
           f"{frota_bytes:,.1f} (the record's JSON without agent/seq/prev, prev as 32 bytes, "
           f"upload state, frame runs); thingsboard-gateway {tb_bytes:,.1f} (the record's JSON, "
