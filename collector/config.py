@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from collector.readers import READ_LIMIT_S
 from protocols.uplink import MAX_PAYLOAD_BYTES, check_broker_url, up_subscription
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,9 @@ class IngestConfig(_Strict):
     #: Processes that read the batches beside the commits (collector/readers.py); 0: read in
     #: the MQTT client's thread. Not set: one on a machine with two cores or more, else 0.
     readers: Annotated[int, Field(ge=0, le=16)] | None = None
+    #: Seconds a reader process may take over one batch: past it, its processes are killed and
+    #: the batch read again alone; past it twice, the batch is rejected (collector/readers.py).
+    read_limit_s: Annotated[float, Field(gt=0, le=3600)] = READ_LIMIT_S
 
     def reader_processes(self) -> int:
         """``readers``, or the default for this machine."""

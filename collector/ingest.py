@@ -26,7 +26,7 @@ import paho.mqtt.client as mqtt
 
 from collector.config import BrokerConfig
 from collector.intake import UNKNOWN_VEHICLE, Prepared, prepare
-from collector.readers import BatchReaders, Known, Read, Reading, read_batch
+from collector.readers import READ_LIMIT_S, BatchReaders, Known, Read, Reading, read_batch
 from collector.signer import AckSigner
 from collector.store import Reject, Store, StoreError
 from collector.store_chain import ChainPart
@@ -138,12 +138,15 @@ class Ingest:
         signer: AckSigner | None = None,
         readers: int = 0,
         read: Read = read_batch,
+        read_limit_s: float = READ_LIMIT_S,
     ) -> None:
         self.store = store
         #: Reader processes for the batches (collector/readers.py; 0: read in paho's thread).
         self.readers = readers
         self._readers: BatchReaders | None = None
         self._read_fn = read
+        #: Seconds a reader process may take over one batch (collector/readers.py).
+        self.read_limit_s = read_limit_s
         #: Signs every acknowledgement (a provisioned collector's key, collector/signer.py).
         self.signer = signer
         self.known_vehicles = known_vehicles
@@ -361,7 +364,7 @@ class Ingest:
     def start_readers(self) -> None:
         """Start the reader processes (``readers``) now, if not yet: :meth:`connect` does."""
         if self.readers > 0 and self._readers is None:
-            self._readers = BatchReaders(self.readers, self._read_fn)
+            self._readers = BatchReaders(self.readers, self._read_fn, self.read_limit_s)
             self._readers.warm_up()
 
     def close(self) -> None:

@@ -22,10 +22,22 @@ alone, in a process of its own (another pool, one batch at a time: a batch that 
 to be in a pool another payload killed is never taken for the killer); a batch whose second
 reading also kills its process is rejected whole (``the batch reader died reading it``), so
 one payload can neither stop the ingest nor be read forever.
+
+A reader that does not answer stops the ingest as surely as one that dies: the batches are
+committed in arrival order, so the worker waits for each. A batch not read within
+``ingest.read_limit_s`` (30 s by default; a batch at the protocol's largest is read in well
+under a second) has its pool's processes killed — which the batches it held then take for a
+death, as above — and is read once more alone under the same limit; a batch that runs out of
+time there too is rejected whole (``the batch reader took more than N s reading it``).
+
+Reader processes that cannot be started at all (the system refuses a new process: fork's
+``EAGAIN`` under a process limit, or memory) would leave every batch unread: the batches are then read in the collector's own process, as with
+``ingest.readers = 0``, an error is logged, and the processes are tried again a minute later.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -50,6 +62,23 @@ __all__ = ["BatchReaders", "Known", "Reading", "read_batch"]
 
 #: The reason given for a payload whose reading killed the reader process twice.
 DIED_READING = "the batch reader died reading it"
+#: Seconds a batch may take to be read (``ingest.read_limit_s``' default).
+READ_LIMIT_S = 30.0
+#: Seconds the batches are read in the collector's process after the reader processes could
+#: not be started, before they are tried again.
+RETRY_START_S = 60.0
+
+
+#: What ``ProcessPoolExecutor.submit`` raises when it cannot take a batch: the pool broken
+#: (``BrokenProcessPool``) or shut down (``RuntimeError``), or a process it starts for it that
+#: cannot be (``RuntimeError`` from multiprocessing's checks, ``OSError`` from fork or the
+#: forkserver's socket, ``EOFError`` from a forkserver gone).
+_CANNOT_SUBMIT = (RuntimeError, OSError, EOFError)
+
+
+def took_too_long(limit_s: float) -> str:
+    """The reason given for a payload that was not read within ``limit_s``, twice."""
+    return f"the batch reader took more than {limit_s:g} s reading it"
 
 
 @dataclass(frozen=True)
@@ -158,13 +187,21 @@ def _warm() -> int:
 class BatchReaders:
     """``count`` reader processes; batches submitted in any thread, results as futures."""
 
-    def __init__(self, count: int, read: Read = read_batch) -> None:
+    def __init__(self, count: int, read: Read = read_batch,
+                 read_limit_s: float = READ_LIMIT_S) -> None:
         """``read``: what each process runs on a batch (a module-level function, found by
-        name in the reader process; tests give one that dies on a payload of theirs)."""
+        name in the reader process; tests give one that dies on a payload of theirs).
+        ``read_limit_s``: how long a batch may take to be read (see the module's docstring)."""
         if count < 1:
             raise ValueError("BatchReaders needs at least one process")
+        if not read_limit_s > 0:
+            raise ValueError("BatchReaders needs a positive read_limit_s")
         self.count = count
+        self.read_limit_s = read_limit_s
         self._read_fn = read
+        #: Until when (monotonic seconds) batches are read in this process, the reader
+        #: processes having failed to start; 0: not.
+        self._in_process_until = 0.0
         #: Reader processes that died: pools started again, and batches' second readings that
         #: killed their process.
         self.restarts = 0
@@ -198,15 +235,39 @@ class BatchReaders:
 
     def submit(self, topic: str, payload: bytes, known: Known, received_ms: int,
                max_payload_bytes: int) -> Reading:
-        """Read one batch in a reader process."""
+        """Read one batch in a reader process (in this one, read at once, while the processes
+        cannot be started)."""
         args = (topic, payload, known, received_ms, max_payload_bytes)
+        if self._in_process_until and time.monotonic() < self._in_process_until:
+            return self._read_here(args)
         with self._lock:
             pool = self._pool
         try:
             return Reading(pool.submit(self._read_fn, *args), pool, args)
-        except (BrokenProcessPool, RuntimeError):  # broken, or shut down by a restart meanwhile
+        except _CANNOT_SUBMIT:  # broken, shut down by a restart meanwhile, or cannot start one
             pool = self._restarted(pool)
-            return Reading(pool.submit(self._read_fn, *args), pool, args)
+        try:
+            reading = Reading(pool.submit(self._read_fn, *args), pool, args)
+        except _CANNOT_SUBMIT as err:  # a new pool that cannot start its process
+            log.error("reader processes cannot be started (%s: %s); batches are read in the "
+                      "collector's process, processes tried again in %.0f s",
+                      type(err).__name__, err, RETRY_START_S)
+            self._in_process_until = time.monotonic() + RETRY_START_S
+            with self._lock:  # the batch stays queued in that pool: another, new one instead
+                if self._pool is pool:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    self._pool = self._start()
+            return self._read_here(args)
+        self._in_process_until = 0.0
+        return reading
+
+    def _read_here(self, args: tuple[str, bytes, Known, int, int]) -> Reading:
+        """``args`` read in this process, now: a Reading whose future holds the result."""
+        future: Future[Prepared] = Future()
+        topic, payload, known, received_ms, max_payload_bytes = args
+        future.set_result(prepare(topic, payload, known, received_ms, max_payload_bytes))
+        with self._lock:
+            return Reading(future, self._pool, args)
 
     def _restarted(self, broken: ProcessPoolExecutor) -> ProcessPoolExecutor:
         """A working pool: a new one if ``broken`` is still the current one."""
@@ -215,18 +276,23 @@ class BatchReaders:
                 broken.shutdown(wait=False, cancel_futures=True)
                 self._pool = self._start()
                 self.restarts += 1
-                log.error("a batch reader process died; reader processes started again "
-                          "(%d restart(s) so far)", self.restarts)
+                log.error("a batch reader process died or could not be started; reader "
+                          "processes started again (%d restart(s) so far)", self.restarts)
             return self._pool
 
     def result(self, reading: Reading) -> Prepared:
         """The batch read; if its pool broke, read once more alone in a process of its own (the
         pool is started again for the batches to come), and rejected whole if that reading
         kills its process too. Called by one thread (the ingest's worker)."""
+        topic, payload, _, received_ms, _ = reading.args
         try:
-            return reading.future.result()
+            return reading.future.result(timeout=self.read_limit_s)
         except (BrokenProcessPool, CancelledError):  # its pool broke, or was replaced
             pass
+        except TimeoutError:  # stuck: its pool's processes killed, the batch read again alone
+            log.error("%s: a payload of %d bytes was not read in %g s; the batch reader "
+                      "processes killed", topic, len(payload), self.read_limit_s)
+            _kill(reading.pool)
         self._restarted(reading.pool)
         # Read again alone: the pool that broke held other batches, and the new one gets new
         # batches from paho's thread, any of which may be what kills a reader.
@@ -234,13 +300,21 @@ class BatchReaders:
             if self._alone is None:
                 self._alone = self._start(1)
             try:
-                return self._alone.submit(self._read_fn, *reading.args).result()
-            except BrokenProcessPool:
-                self._alone.shutdown(wait=False)
+                return self._alone.submit(self._read_fn, *reading.args).result(
+                    timeout=self.read_limit_s)
+            except (BrokenProcessPool, TimeoutError) as err:
+                if isinstance(err, TimeoutError):
+                    _kill(self._alone)
+                self._alone.shutdown(wait=False, cancel_futures=True)
                 self._alone = None
                 with self._lock:
                     self.restarts += 1
-        topic, payload, _, received_ms, _ = reading.args
+                if isinstance(err, TimeoutError):
+                    reason = took_too_long(self.read_limit_s)
+                    log.error("%s: a payload of %d bytes was not read in %g s twice; rejected",
+                              topic, len(payload), self.read_limit_s)
+                    return reject_payload(topic, vehicle_of_topic(topic), payload, reason,
+                                          received_ms)
         log.error("%s: a payload of %d bytes killed the batch reader twice; rejected",
                   topic, len(payload))
         return reject_payload(topic, vehicle_of_topic(topic), payload, DIED_READING,
@@ -254,6 +328,19 @@ class BatchReaders:
             if self._alone is not None:
                 self._alone.shutdown(wait=True, cancel_futures=True)
                 self._alone = None
+
+
+def _kill(pool: ProcessPoolExecutor) -> None:
+    """Kill ``pool``'s processes (SIGKILL): its batches then come back as a broken pool's.
+    (``ProcessPoolExecutor.kill_workers`` from Python 3.14; before it, its process table.)"""
+    kill = getattr(pool, "kill_workers", None)
+    if kill is not None:
+        kill()
+        return
+    processes = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        with contextlib.suppress(OSError, ValueError):  # already gone, or closed
+            process.kill()
 
 
 # The forkserver's end is every reader's end to its pool (the pipe of their exit statuses closes):

@@ -204,6 +204,7 @@ def _run(config: CollectorConfig, sock: socket.socket) -> int:
     ingest = Ingest(
         store, vehicles, max_payload_bytes=config.ingest.max_payload_bytes, signer=signer,
         readers=config.ingest.reader_processes(),
+        read_limit_s=config.ingest.read_limit_s,
     )
     vehicles.on_added = ingest.announce  # a vehicle added: its agents replay their rejects
     watching = threading.Event()

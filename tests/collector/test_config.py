@@ -50,6 +50,7 @@ def test_defaults_and_tls() -> None:
     # left to the machine (ingest.reader_processes)
     assert config.findings.max_delay_s == 0.5
     assert config.ingest.readers is None
+    assert config.ingest.read_limit_s == 30.0  # a batch read in under a second (readers.py)
 
 
 @pytest.mark.parametrize(
@@ -89,6 +90,10 @@ def test_defaults_and_tls() -> None:
          "collector.toml: ingest.readers: Input should be greater than or equal to 0"),
         ('registry = "f.json"\n[ingest]\nreaders = 17\n',
          "collector.toml: ingest.readers: Input should be less than or equal to 16"),
+        ('registry = "f.json"\n[ingest]\nread_limit_s = 0\n',
+         "collector.toml: ingest.read_limit_s: Input should be greater than 0"),
+        ('registry = "f.json"\n[ingest]\nread_limit_s = 3601\n',
+         "collector.toml: ingest.read_limit_s: Input should be less than or equal to 3600"),
         ('registry = "f.json"\n[findings]\nmax_delay_s = 0.05\n',
          "collector.toml: findings.max_delay_s: Input should be greater than or equal to 0.1"),
         ('registry = "f.json"\n[findings]\nmax_delay_s = 61\n',

@@ -459,3 +459,107 @@ def test_a_reader_logs_as_the_collector_does(level: str, shown: list[str]) -> No
     expected = {"WARNING": "COLLECTOR-FORMAT WARNING tests.reader: read in a reader",
                 "DEBUG": "COLLECTOR-FORMAT DEBUG tests.reader: a debug line"}
     assert lines == [expected[what] for what in shown]
+
+
+#: A payload holding this makes its reader hang (sleep for an hour): a reader stuck on it.
+HANG = "hang-forever"
+#: A payload holding this and a path hangs its reader the first time (making the path), and is
+#: read the second time: a reader stalled once, not by the payload.
+HANG_ONCE = "hang-once:"
+
+
+def _hangs(topic: str, payload: bytes, known: Known, received_ms: int,
+           max_payload_bytes: int) -> Prepared:
+    """read_batch, but a payload holding HANG never ends, one holding HANG_ONCE + a path hangs
+    while that path did not exist."""
+    text = payload.decode()
+    if HANG in text:
+        time.sleep(3600)
+    if HANG_ONCE in text:
+        mark = Path(text.split(HANG_ONCE, 1)[1].split('"', 1)[0])
+        if not mark.exists():
+            mark.touch()
+            time.sleep(3600)
+    return read_batch(topic, payload, known, received_ms, max_payload_bytes)
+
+
+def test_a_payload_that_hangs_the_reader_is_rejected_after_the_limit_twice(
+        store: Store, mosquitto: Mosquitto, agent: AgentSide) -> None:
+    """The worker waits for each batch in order: a reader stuck on one would stop the ingest.
+    Past ``read_limit_s`` its processes are killed and it is read again alone; stuck again, it
+    is rejected whole and final, kept with its reason; the batches around it are stored."""
+    ingest = _ingest(store, mosquitto, read=_hangs, read_limit_s=1.5)
+    try:
+        agent.publish(V1, _payload(V1, "a1", range(1, 3)))
+        agent.publish(V1, _payload(V1, "a1", range(3, 5), note=HANG))
+        agent.publish(V1, _payload(V1, "a1", range(5, 7)))
+        first, stuck, after = (agent.wait_ack(V1, timeout=30) for _ in range(3))
+        assert first.stored == [(1, 2)]
+        reason = "the batch reader took more than 1.5 s reading it"
+        assert (stuck.stored, stuck.rejected, stuck.retryable) == ([], [(3, 4, reason)], [False])
+        assert after.stored == [(5, 6)]
+        readers = ingest._readers
+        assert readers is not None
+        assert readers.restarts == 2  # its pool killed, then its lone reader
+        # the readers work on
+        agent.publish(V1, _payload(V1, "a1", range(7, 9)))
+        assert agent.wait_ack(V1).stored == [(7, 8)]
+    finally:
+        ingest.close()
+    assert store.count(V1) == 6
+    [(kept_reason, payload)] = store._read("SELECT reason, payload FROM rejects")
+    assert kept_reason == reason
+    assert HANG.encode() in bytes(payload)
+
+
+def test_a_reader_stalled_once_reads_the_batch_again(tmp_path: Path) -> None:
+    """A batch whose first reading ran past the limit (the reader stalled, not the payload) is
+    read again alone and stored; so is the batch queued behind it in the killed pool."""
+    readers = BatchReaders(1, _hangs, read_limit_s=1.0)
+    topic = up_topic(V1)
+    known = Known.of(topic, _known())
+    try:
+        stalled = readers.submit(topic, _payload(V1, "a1", range(1, 3),
+                                                 note=f"{HANG_ONCE}{tmp_path / 'mark'}"),
+                                 known, 1_000, 1 << 20)
+        behind = readers.submit(topic, _payload(V1, "a1", range(3, 5)), known, 1_000, 1 << 20)
+        assert readers.result(stalled).ack == Ack("a1", stored=[(1, 2)], vehicle=V1)
+        assert readers.result(behind).ack == Ack("a1", stored=[(3, 4)], vehicle=V1)
+        assert readers.restarts == 1
+    finally:
+        readers.close()
+
+
+def test_readers_that_cannot_start_leave_the_batches_read_in_the_collector(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The system refuses new processes (fork's EAGAIN, here from the forkserver): the batches
+    are read in the collector's process, an error says so, and reader processes are tried
+    again after RETRY_START_S."""
+    import collector.readers as readers_module
+
+    def refused(*_args: object) -> None:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(forkserver, "connect_to_new_process", refused)
+    readers = BatchReaders(1)
+    topic = up_topic(V1)
+    known = Known.of(topic, _known())
+    try:
+        with caplog.at_level(logging.ERROR, logger="collector.readers"):
+            reading = readers.submit(topic, _payload(V1, "a1", range(1, 3)), known, 1, 1 << 20)
+        assert reading.future.done()  # read at once, here
+        assert readers.result(reading).ack == Ack("a1", stored=[(1, 2)], vehicle=V1)
+        assert any("reader processes cannot be started" in r.getMessage()
+                   and "Resource temporarily unavailable" in r.getMessage()
+                   for r in caplog.records)
+        assert readers._pool._processes == {}  # no process: nothing tried until the retry
+        monkeypatch.undo()
+        reading = readers.submit(topic, _payload(V1, "a1", range(3, 5)), known, 1, 1 << 20)
+        assert reading.future.done()  # still within RETRY_START_S: read here
+        readers._in_process_until = time.monotonic() - 1  # RETRY_START_S later
+        reading = readers.submit(topic, _payload(V1, "a1", range(5, 7)), known, 1, 1 << 20)
+        assert readers.result(reading).ack == Ack("a1", stored=[(5, 6)], vehicle=V1)
+        assert len(readers._pool._processes) == 1  # in a reader process again
+        assert readers_module.RETRY_START_S == 60.0
+    finally:
+        readers.close()
