@@ -94,7 +94,7 @@ def at_rest(path: Path) -> dict[str, int]:
 def read(store: Store, cold: bool) -> int:
     """Records of the day read through ``Store.records``."""
     if cold:
-        store_disc._cache.clear()
+        store_disc.clear_cache()
     return sum(1 for _ in store.records(VEHICLE))
 
 

@@ -62,10 +62,8 @@ TARGET_MS, GOAL_MS = 200.0, 100.0
 
 def _cold() -> None:
     """Empty the process's caches of decoded (store_disc) and projected (disc_columns) days."""
-    with store_disc._cache_lock:
-        store_disc._cache.clear()
-    with disc_columns._lock:
-        disc_columns._cache.clear()
+    store_disc.clear_cache()
+    disc_columns.clear_cache()
 
 
 def _registry(folder: Path, buses: int) -> Path:

@@ -34,8 +34,14 @@ from protocols.records import device_key, ts_to_ms
 if TYPE_CHECKING:
     from collector.store import Store
 
-#: Decoded days kept in memory (all stores of the process together).
+#: Decoded days kept in memory (all stores of the process together), and the most memory they
+#: may hold together (a day at 1 Hz of one bus is ≈ 170,000 rows, ≈ 90 MiB decoded: eight of
+#: those held 1.2 GB of a collector's memory for good after a bundle of a week, or a few pages).
 CACHE_DAYS: Final = 8
+CACHE_BYTES: Final = 256 * 1024 * 1024
+#: What a decoded row holds besides its text's characters (the DayRow, the text's header, the
+#: integers; measured with tracemalloc on a day of bench.longstore: ≈ 150 bytes).
+ROW_BYTES: Final = 150
 #: Seconds a store trusts its list of compacted days before reading it again (another collector
 #: sharing the store may compact in between; a record it misses is merged by the next run).
 REFRESH_S: Final = 60.0
@@ -64,7 +70,7 @@ class DiscDay:
     made_ms: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DayRow:
     """One record of a compacted day, with the columns a row of ``records`` has."""
 
@@ -140,18 +146,20 @@ def last_received(store: Store) -> int | None:
     return max(unpack_received(bytes(rows[0][0])), default=None) if rows else None
 
 
-_cache: OrderedDict[bytes, list[DayRow]] = OrderedDict()
+_cache: OrderedDict[bytes, tuple[list[DayRow], int]] = OrderedDict()  # rows, their bytes
 _cache_lock = threading.Lock()
+_cached_bytes = 0
 
 
 def decode_rows(blob: bytes, received: bytes) -> list[DayRow]:
     """A day's blob and arrival times → its rows, in stored order."""
     key = hashlib.blake2b(blob + b"\0" + received, digest_size=20).digest()
+    global _cached_bytes
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
-            return hit
+            return hit[0]
     decoded = disc.decode_records(blob)
     arrived = unpack_received(received)
     out = []
@@ -164,11 +172,28 @@ def decode_rows(blob: bytes, received: bytes) -> list[DayRow]:
             ms = stamps[ts] = ts_to_ms(ts)
         out.append(DayRow(ms, int(rec.get("seq") or 0), str(rec.get("agent")),
                           str(rec.get("kind")), rec.get("device_seq"), received_ms, text))
+    size = sum(map(len, map(_text, out))) + ROW_BYTES * len(out)
+    if size > CACHE_BYTES:
+        return out  # larger than the whole cache: not kept
     with _cache_lock:
-        _cache[key] = out
-        while len(_cache) > CACHE_DAYS:
-            _cache.popitem(last=False)
+        if key not in _cache:
+            _cache[key] = (out, size)
+            _cached_bytes += size
+        while len(_cache) > CACHE_DAYS or _cached_bytes > CACHE_BYTES:
+            _cached_bytes -= _cache.popitem(last=False)[1][1]
     return out
+
+
+def _text(row: DayRow) -> str:
+    return row.text
+
+
+def clear_cache() -> None:
+    """Forget every decoded day (benchmarks and tests that time or check a cold read)."""
+    global _cached_bytes
+    with _cache_lock:
+        _cache.clear()
+        _cached_bytes = 0
 
 
 def day_rows(store: Store, day: DiscDay, query: bool = False) -> list[DayRow]:

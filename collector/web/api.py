@@ -6,13 +6,14 @@ operador's fleet, 400 for bad input."""
 
 from __future__ import annotations
 
+import io
 import logging
 from datetime import date
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 from fastapi import FastAPI, HTTPException, Path, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from collector.entries import entries as operator_entries
@@ -251,12 +252,15 @@ def add_api(app: FastAPI, web: Web) -> None:
             export.check_period(lo, hi)
         except export.ExportError as err:
             raise HTTPException(status_code=400, detail=str(err)) from None
-        data = export.bundle(web, token, vehicle, lo, hi, web.signer, now_ms())
+        made = export.bundle_file(web, token, vehicle, lo, hi, web.signer, now_ms())
         log.info("export: token %s (%s) took the bundle of %s from %s to %s", token.id,
                  token.role, vehicle, _ms(lo), _ms(hi))
         name = f"frota-{vehicle}-{ms_to_ts(lo)[:10]}.zip"
-        return Response(data, media_type="application/zip",
-                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+        size = made.seek(0, io.SEEK_END)
+        made.seek(0)
+        return StreamingResponse(export.chunks(made), media_type="application/zip", headers={
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "Content-Length": str(size)})
 
     @app.get("/findings/{finding}/bundle", tags=["pages"], response_model=None,
              responses={200: {"content": {"application/zip": {}}}})

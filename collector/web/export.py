@@ -20,15 +20,15 @@ with ``frota verify BUNDLE`` (``protocols/bundle_check.py``).
 
 from __future__ import annotations
 
-import io
+import tempfile
 from collections.abc import Iterable, Iterator
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 import orjson
 
 from collector import store_disc
-from collector.bundle_links import outside_links
+from collector.bundle_links import SeqRuns, outside_links
 from collector.web import dayview, svg
 from collector.web.context import Filters, Web
 from collector.web.localtime import FIRST_DAY, LAST_DAY, Day, local
@@ -40,6 +40,10 @@ from protocols.records import ms_to_ts, ts_to_ms
 MAX_DAYS = 31
 #: How many times a bundle is made again when a day of its period was compacted meanwhile.
 TRIES = 3
+#: Bytes of a bundle kept in memory while it is made; beyond, it is a temporary file.
+IN_MEMORY = 8 * 1024 * 1024
+#: Bytes a bundle is sent in, a read at a time.
+CHUNK = 1024 * 1024
 
 
 #: The period's bounds (UTC ms): one day inside FIRST_DAY .. LAST_DAY, so that every local day
@@ -66,7 +70,18 @@ def check_period(since_ms: int, until_ms: int) -> None:
 
 def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
            signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None = None) -> bytes:
-    """The ZIP bytes of the bundle (the caller has checked the vehicle and the period);
+    """:func:`bundle_file`'s bytes (a day's page, an accident's period, the command line)."""
+    with bundle_file(web, user, vehicle, since_ms, until_ms, signer, now_ms, extra) as out:
+        return out.read()
+
+
+def bundle_file(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
+                signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None = None
+                ) -> BinaryIO:
+    """The ZIP of the bundle (the caller has checked the vehicle and the period), in a file
+    read from its start: in memory up to :data:`IN_MEMORY` bytes, in a temporary file beyond
+    (31 days of a bus at 1 Hz make a ZIP of ≈ 270 MB, which the collector held twice); the
+    caller closes it (the temporary file goes with it).
     ``extra``: more manifest fields (the accident-data export's ``finding``). The records are
     written into the ZIP as the store yields them (``pack_to``): what is held is the compressed
     bundle and each agent's seqs, not every record's text and line (31 days at 1 Hz are
@@ -87,26 +102,32 @@ def bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
     the last bundle for the second: a link inside the period that stays is the store's own,
     and the bundle says so)."""
     check_period(since_ms, until_ms)
-    data, compacted = b"", False
-    for _ in range(TRIES):
+    compacted = False
+    for attempt in range(TRIES):
         before = store_disc.days(web.store, vehicle, since_ms, until_ms)
-        data, whole = _bundle(web, user, vehicle, since_ms, until_ms, signer, now_ms, extra)
-        compacted = store_disc.days(web.store, vehicle, since_ms, until_ms) != before
-        if not compacted and whole:
-            return data
-    if compacted:
-        raise ExportError("the period's days were being compacted while the bundle was made; "
-                          "try again")
-    return data
+        # returned open (the caller closes it); typeshed's SpooledTemporaryFile is no BinaryIO
+        out = cast(BinaryIO, tempfile.SpooledTemporaryFile(max_size=IN_MEMORY))  # noqa: SIM115
+        try:
+            whole = _bundle(out, web, user, vehicle, since_ms, until_ms, signer, now_ms, extra)
+            compacted = store_disc.days(web.store, vehicle, since_ms, until_ms) != before
+        except BaseException:
+            out.close()
+            raise
+        if (not compacted and whole) or (attempt == TRIES - 1 and not compacted):
+            out.seek(0)
+            return out
+        out.close()
+    raise ExportError("the period's days were being compacted while the bundle was made; "
+                      "try again")
 
 
-def _bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
-            signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None
-            ) -> tuple[bytes, bool]:
-    """One making of :func:`bundle`'s bytes; and False when a link of the manifest's
-    ``outside`` has its time inside the period (a record stored while the bundle was read)."""
+def _bundle(out: BinaryIO, web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
+            signer: BundleSigner | None, now_ms: int, extra: dict[str, Any] | None) -> bool:
+    """One making of :func:`bundle_file`'s ZIP into ``out``; False when a link of the
+    manifest's ``outside`` has its time inside the period (a record stored while the bundle
+    was read)."""
     summed, counted, whole = Chains(), [0], [True]
-    seqs: dict[str, set[int]] = {}  # each agent's seqs in the bundle (for the outside links)
+    seqs: dict[str, SeqRuns] = {}  # each agent's seqs in the bundle (for the outside links)
 
     def record_lines() -> Iterator[bytes]:
         for text in web.store.records(vehicle, since_ms, until_ms):
@@ -115,7 +136,10 @@ def _bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
             summed.add(line, rec)
             counted[0] += 1
             if isinstance(rec.get("agent"), str) and type(rec.get("seq")) is int:
-                seqs.setdefault(rec["agent"], set()).add(rec["seq"])
+                runs = seqs.get(rec["agent"])
+                if runs is None:
+                    runs = seqs[rec["agent"]] = SeqRuns()
+                runs.add(rec["seq"])
             yield line + b"\n"
 
     found, as_of = web.findings(user, Filters(vehicle=vehicle, since_ms=since_ms, until_ms=until_ms))
@@ -146,9 +170,17 @@ def _bundle(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
         manifest.update(extra or {})
         return manifest
 
-    out = io.BytesIO()
     pack_to(out, files, finish, signer)
-    return out.getvalue(), whole[0]
+    return whole[0]
+
+
+def chunks(out: BinaryIO) -> Iterator[bytes]:
+    """``out`` read :data:`CHUNK` bytes at a time, then closed (however the reading ends)."""
+    try:
+        while block := out.read(CHUNK):
+            yield block
+    finally:
+        out.close()
 
 
 def _inside(ts: Any, since_ms: int, until_ms: int) -> bool:
@@ -175,5 +207,5 @@ def parse_bound(name: str, text: str, web: Web, vehicle: str) -> int:
         raise ExportError(f"{name}: {err}") from None
 
 
-__all__ = ["BUNDLE_SCHEMA", "MAX_DAYS", "BundleSigner", "ExportError", "bundle", "check_period",
-           "day_period", "parse_bound", "ts_to_ms"]
+__all__ = ["BUNDLE_SCHEMA", "MAX_DAYS", "BundleSigner", "ExportError", "bundle", "bundle_file",
+           "check_period", "chunks", "day_period", "parse_bound", "ts_to_ms"]

@@ -276,6 +276,15 @@ def test_compact_command(store_url: str, tmp_path: Path,
     assert "--older-than-days: at least 1" in capsys.readouterr().err
 
 
+def _runs(seqs: set[int]) -> Any:
+    from collector.bundle_links import SeqRuns
+
+    runs = SeqRuns()
+    for seq in sorted(seqs):
+        runs.add(seq)
+    return runs
+
+
 def test_a_bundle_names_the_time_of_outside_records_in_compacted_days(store: Store,
                                                                         tmp_path: Path) -> None:
     from collector.bundle_links import outside_links
@@ -284,7 +293,7 @@ def test_a_bundle_names_the_time_of_outside_records_in_compacted_days(store: Sto
     records = _records()
     _ingest(store, records, key)
     chains = [{"agent": AGENT, "first_seq": 1, "last_seq": 40}]
-    present = {AGENT: set(range(1, 41)) - {10, 20, 35}}   # three seqs outside the period
+    present = {AGENT: _runs(set(range(1, 41)) - {10, 20, 35})}  # three seqs outside the period
     before = outside_links(store, BUS, chains, present)
     assert [(o["seq"], o["ts"]) for o in before] == [
         (s, records[s - 1]["ts"]) for s in (10, 20, 35)]
@@ -376,7 +385,7 @@ def test_links_fold_into_a_compacted_day_and_still_verify(store: Store, tmp_path
     records = _records()
     _ingest(store, records, key)
     chains = [{"agent": AGENT, "first_seq": 1, "last_seq": 40}]
-    present = {AGENT: set(range(1, 41)) - {10, 20, 35}}
+    present = {AGENT: _runs(set(range(1, 41)) - {10, 20, 35})}
     outside = outside_links(store, BUS, chains, present)
     _verified(store, tmp_path)
     _compact(store)

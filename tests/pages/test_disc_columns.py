@@ -50,7 +50,7 @@ def test_a_compacted_day_reads_as_its_rows(tmp_path: Path,
         done = compaction.compact(store, registry, load_profiles(), now_ms=AS_OF, pause_s=0)
         assert {(d.vehicle, str(d.day)) for d in done} >= {(v, str(w)) for v, w in DAYS}
         assert store._read("SELECT count(*) FROM records WHERE kind = 'speed'")[0][0] == 0
-        disc_columns._cache.clear()
+        disc_columns.clear_cache()
         after = _reads(store, registry)
         assert after == before
         # and the columns are what the day decoded whole says

@@ -65,8 +65,8 @@ def test_the_disc_from_the_summary_is_the_disc_of_the_records(
         compaction.compact(store, registry, load_profiles(), now_ms=AS_OF, pause_s=0)
         for vehicle, when in DAYS:
             assert disc_summary.read(store, vehicle, when.isoformat()) is not None
-        disc_columns._cache.clear()
-        store_disc._cache.clear()
+        disc_columns.clear_cache()
+        store_disc.clear_cache()
         with monkeypatch.context() as m:    # the compacted days are read from their summaries
             m.setattr(disc_columns, "day_columns", _no_columns)
             m.setattr(store_disc, "decode_rows", _no_columns)

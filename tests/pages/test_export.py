@@ -10,10 +10,13 @@ import base64
 import hashlib
 import io
 import json
+import os
 import re
+import tempfile
 import zipfile
 
 import httpx
+import pytest
 
 from protocols import identity
 from protocols.canonical import canonical
@@ -96,3 +99,39 @@ def test_the_disc_page_links_the_bundle_of_its_day(server: Server) -> None:
         assert json.loads(zf.read("manifest.json"))["records"] == SP_CLEAN_RECORDS
         assert client.get("/disco/FRT1A01/pacote?dia=2026-02-30").status_code == 400
         assert client.get("/disco/FRT1A01/pacote?dia=9999-12-31").status_code == 400
+
+
+def _open_temporary_files() -> int:
+    # a spooled bundle past its memory is an unnamed temporary file: "(deleted)" or O_TMPFILE
+    out = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        out += target.startswith(tempfile.gettempdir()) or "(deleted)" in target
+    return out
+
+
+def test_a_bundle_larger_than_its_memory_is_sent_from_a_temporary_file(
+        signed_server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``export.IN_MEMORY`` a bundle is made in a temporary file and sent from it a chunk
+    at a time (31 days of a bus: ≈ 270 MB the collector held twice): the same bundle, its
+    length announced, and the file closed once sent."""
+    from collector.web import export
+
+    fiscal = signed_server.token("fiscal")
+    url = f"/vehicles/FRT1A01/bundle?since={DAY}&until=2026-03-03"
+    in_memory = signed_server.get(url, fiscal)
+    before = _open_temporary_files()
+    monkeypatch.setattr(export, "IN_MEMORY", 4096)
+    monkeypatch.setattr(export, "CHUNK", 10_000)
+    spilled = signed_server.get(url, fiscal)
+    zf, kept = _zip(spilled), _zip(in_memory)
+    assert int(spilled.headers["content-length"]) == len(spilled.content) > 100_000
+    manifest, kept_manifest = json.loads(zf.read("manifest.json")), json.loads(
+        kept.read("manifest.json"))
+    assert manifest["records"] == SP_CLEAN_RECORDS
+    assert manifest["files"] == kept_manifest["files"]  # the same files, byte for byte
+    assert zf.read("records.jsonl") == kept.read("records.jsonl")
+    assert _open_temporary_files() == before
