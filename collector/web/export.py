@@ -164,7 +164,8 @@ def _bundle(out: BinaryIO, web: Web, user: Any, vehicle: str, since_ms: int, unt
             "findings": len(found), "findings_as_of": None if as_of is None else ms_to_ts(as_of),
             "record_schema": 1, "chains": summed.result(),
         }
-        manifest["outside"] = outside_links(web.store, vehicle, manifest["chains"], seqs)
+        manifest["outside"] = outside_links(web.store, vehicle, manifest["chains"], seqs,
+                                            since_ms)
         whole[0] = not any(_inside(link.get("ts"), since_ms, until_ms)
                            for link in manifest["outside"])
         manifest.update(extra or {})

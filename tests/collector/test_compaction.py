@@ -428,3 +428,35 @@ def test_links_fold_into_a_compacted_day_and_still_verify(store: Store, tmp_path
     retention.prune(store, None, profiles, None, now_ms=NOW + 400 * 86_400_000, pause_s=0)
     states = {int(s): str(st) for s, st in store._read("SELECT seq, state FROM links")}
     assert [states[s] for s in range(1, 17)] == ["pruned"] * 16
+
+
+def test_a_bundle_looks_for_its_outside_records_in_the_nearest_days_first(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seq 20 (2026-11-28T06:00Z, compacted) lies outside a bundle of the other records: the
+    compacted days are decoded nearest the period first, and no further once it is found (a
+    vehicle kept a year had every compacted day decoded for one bundle)."""
+    from collector.bundle_links import outside_links
+
+    key, _ = _signed(tmp_path)
+    records = _records()
+    _ingest(store, records, key)
+    _compact(store)
+    assert [d.day for d in store_disc.days(store, BUS)] == ["2026-11-27", "2026-11-28"]
+    decoded: list[str] = []
+    day_rows = store_disc.day_rows
+
+    def counted(store_: Store, day: store_disc.DiscDay, query: bool = False) -> Any:
+        decoded.append(day.day)
+        return day_rows(store_, day, query)
+
+    monkeypatch.setattr(store_disc, "day_rows", counted)
+    chains = [{"agent": AGENT, "first_seq": 1, "last_seq": 72}]
+    present = {AGENT: _runs(set(range(1, 73)) - {20})}
+    near = outside_links(store, BUS, chains, present, ts_to_ms("2026-11-29T12:00:00Z"))
+    assert [(o["seq"], o["ts"]) for o in near] == [(20, records[19]["ts"])]
+    assert decoded == ["2026-11-28"]  # the 27th, further, never decoded
+    decoded.clear()
+    # from before the 27th: the 27th first, then the 28th, where it is
+    far = outside_links(store, BUS, chains, present, ts_to_ms("2026-11-26T12:00:00Z"))
+    assert far == near
+    assert decoded == ["2026-11-27", "2026-11-28"]
