@@ -51,22 +51,7 @@ class FrameRuns:
 
     def note(self, source: str, number: int, ts_ms: int) -> None:
         """Add a frame just captured, merging it with the runs it touches."""
-        runs = self.runs.setdefault(source, {})
-        first, last, low, high = number, number, ts_ms, ts_ms
-        before = None
-        for run in runs.values():  # the first run ending just before it
-            if run[1] == number - 1:
-                before = run
-                break
-        after = runs.get(number + 1)
-        if before is not None:
-            first, low, high = before[0], min(low, before[2]), max(high, before[3])
-        if after is not None:
-            last, low, high = after[1], min(low, after[2]), max(high, after[3])
-            del runs[number + 1]
-            self._dirty.add((source, number + 1))
-        runs[first] = [first, last, low, high]
-        self._dirty.add((source, first))
+        self.note_span(source, number, number, ts_ms, ts_ms)
 
     def overlaps(self, source: str, first: int, last: int) -> bool:
         """A run of ``source`` holds some number of ``first``…``last``."""
@@ -74,13 +59,14 @@ class FrameRuns:
                    for run in self.runs.get(source, {}).values())
 
     def note_span(self, source: str, first: int, last: int, low: int, high: int) -> None:
-        """:meth:`note` of frames ``first``, ``first + 1``, …, ``last`` in that order (device
-        times ``low``…``high``), in one step: the same runs as frame by frame, provided no run
-        holds any of those numbers (:meth:`overlaps`) — then each frame is new, and joins only
-        the run ending just before ``first`` and the one starting just after ``last``."""
+        """Add frames ``first``…``last`` just captured (device times ``low``…``high``), merging
+        them with the run ending just before ``first`` and the one starting just after
+        ``last``. One frame (:meth:`note`), or frames counting up that no run holds
+        (:meth:`overlaps`): then the same runs as noting them one by one, in order (each is
+        new, and joins only those two runs)."""
         runs = self.runs.setdefault(source, {})
         before = None
-        for run in runs.values():  # the first run ending just before it, as note() finds it
+        for run in runs.values():  # the first run ending just before it
             if run[1] == first - 1:
                 before = run
                 break
