@@ -118,6 +118,32 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_of_tree(pid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of a process and of each of its living descendants (a
+    collector's batch readers: children of its forkserver), by pid; a process that ends while
+    it is read is left out."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, its_parent in parents.items():
+            if its_parent == parent and child not in tree:
+                tree.add(child)
+                frontier.append(child)
+    out: dict[int, float] = {}
+    for member in tree:
+        try:
+            out[member] = cpu_of(member)
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
 def collector_in(folder: Path, broker_url: str, vehicles: Sequence[str]) -> tuple[CollectorProcess, Path]:
     """A collector (the process harness's) in ``folder`` for a fleet of ``vehicles``, and its
     SQLite database; not started."""

@@ -11,7 +11,8 @@ are interleaved round by round; the median and spread of each figure over the ro
 with the issue's target beside. Two latencies: to the acknowledgement (stored: the collector
 acknowledges after its commit) and to the collector's evaluation notice naming the record
 (stored and evaluated, protocols/evaluated.py) — the issue's figure. The CPU seconds each
-process used (collectors, simulator, Mosquitto, the PostgreSQL server whole) and the load average are printed beside: on a
+process used (collectors with their batch reader processes, simulator, Mosquitto, the PostgreSQL
+server whole) and the load average are printed beside: on a
 shared machine they say where the time went, and so does the split of the latency into phases
 (batch wait, the simulator's lateness, to stored, to the evaluation's start, to the notice:
 ``frota sim fleet``'s ``phases_ms``, docs/deployment.md). ``--logs DIR`` keeps the collectors'
@@ -32,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
-from bench.common import Figure, add_repeat, cpu_of, host_line, target
+from bench.common import Figure, add_repeat, cpu_of, cpu_of_tree, host_line, target
 from frota.harness import CollectorProcess, Mosquitto, free_port, frota_argv
 from frota.harness.postgres import private_schema
 from simulators.fleet import registry
@@ -97,7 +98,8 @@ def _round(work: Path, vehicles: int, args: argparse.Namespace) -> dict[str, Any
                 collector.start()
             cpu: dict[str, float] = {}
             try:
-                before = {c.pid: cpu_of(c.pid) for c in collectors}
+                # each collector with its reader processes (children of its forkserver)
+                before = {c.pid: cpu_of_tree(c.pid) for c in collectors}
                 broker_pid = broker.pid
                 broker_cpu = cpu_of(broker_pid)
                 argv = frota_argv("sim", "fleet", "--vehicles", str(vehicles), "--rate",
@@ -110,7 +112,9 @@ def _round(work: Path, vehicles: int, args: argparse.Namespace) -> dict[str, Any
                 sim = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        text=True)
                 out, err = sim.communicate(timeout=args.duration + 600)
-                cpu["collectors"] = sum(cpu_of(c.pid) - before[c.pid] for c in collectors)
+                cpu["collectors"] = sum(spent - before[c.pid].get(pid, 0.0)
+                                        for c in collectors
+                                        for pid, spent in cpu_of_tree(c.pid).items())
                 cpu["mosquitto"] = cpu_of(broker_pid) - broker_cpu
                 cpu["postgresql"] = sum(spent - server[pid] for pid, spent in
                                         _postgres_cpu().items() if pid in server)
