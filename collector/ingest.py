@@ -79,6 +79,9 @@ class IngestState:
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     connected: bool = False
+    #: The broker acknowledged the subscriptions of the current connection (SUBACK): batches
+    #: published from now on reach this collector even on a new session.
+    subscribed: bool = False
     connected_ms: int | None = None
     disconnected_reason: str | None = None
     rejects_total: int = 0
@@ -157,6 +160,7 @@ class Ingest:
         self._client_id: str | None = None
         self._up_subscription = UP_SUBSCRIPTION
         self._closing = False
+        self._subscribe_mid: int | None = None
         #: Set once the worker has stopped: a message arriving after that is not queued.
         self._worker_done = False
         self._queue: queue.Queue[Queued | None] = queue.Queue(maxsize=QUEUE_DEPTH)
@@ -402,13 +406,24 @@ class Ingest:
         assert client is not None
         # Subscribe every time: a broker that restarted without persistence forgot the session.
         # Statuses are not shared: every collector of a group shows every agent's in /health.
-        client.subscribe([(self._up_subscription, 1), (STATUS_SUBSCRIPTION, 1)])
+        with self.state.lock:
+            self.state.subscribed = False
+        client.on_subscribe = self._on_subscribed
+        _, self._subscribe_mid = client.subscribe(
+            [(self._up_subscription, 1), (STATUS_SUBSCRIPTION, 1)])
         with self.state.lock:
             self.state.connected = True
             self.state.connected_ms = now_ms()
             self.state.disconnected_reason = None
         log.info("connected to the broker %s (session present: %s), reading %s",
                  self._broker_url, session_present, self._up_subscription)
+
+    def _on_subscribed(self, _client: object, _userdata: object, mid: int, *_rest: object
+                       ) -> None:
+        # paho's thread: the SUBACK of the connection's subscriptions
+        if mid == self._subscribe_mid:
+            with self.state.lock:
+                self.state.subscribed = True
 
     def _on_connect_error(self, reason: str, retry_in_s: float) -> None:
         with self.state.lock:
@@ -420,6 +435,7 @@ class Ingest:
     def _on_lost(self, reason: str) -> None:
         with self.state.lock:
             self.state.connected = False
+            self.state.subscribed = False
             self.state.disconnected_reason = reason
         log.log(logging.INFO if self._closing else logging.WARNING,
                 "disconnected from broker %s: %s", self._broker_url, reason)
