@@ -31,8 +31,9 @@ death, as above — and is read once more alone under the same limit; a batch th
 time there too is rejected whole (``the batch reader took more than N s reading it``).
 
 Reader processes that cannot be started at all (the system refuses a new process: fork's
-``EAGAIN`` under a process limit, or memory) would leave every batch unread: the batches are then read in the collector's own process, as with
-``ingest.readers = 0``, an error is logged, and the processes are tried again a minute later.
+``EAGAIN`` under a process limit, or memory) would leave every batch unread: the batches are
+then read in the collector's own process, as with ``ingest.readers = 0``, an error is logged,
+and the processes are tried again a minute later.
 """
 
 from __future__ import annotations
