@@ -356,6 +356,7 @@ class Ingest:
             on_lost=self._on_lost,
             on_received=self._on_message,
         )
+        client.on_subscribe = self._on_subscribed  # paho's own callback: SUBACK
         self.client = client
         self._broker_url = mask_url(broker.url)
         self._client_id = broker.client_id
@@ -408,7 +409,6 @@ class Ingest:
         # Statuses are not shared: every collector of a group shows every agent's in /health.
         with self.state.lock:
             self.state.subscribed = False
-        client.on_subscribe = self._on_subscribed
         _, self._subscribe_mid = client.subscribe(
             [(self._up_subscription, 1), (STATUS_SUBSCRIPTION, 1)])
         with self.state.lock:
