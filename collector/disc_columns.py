@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any, Final
@@ -29,6 +28,7 @@ import orjson
 import zstandard
 
 from collector import disc
+from collector.weighed_cache import WeighedCache
 from protocols.records import ms_to_ts, ts_to_ms
 
 SAMPLES: Final = ("speed", "position")
@@ -170,41 +170,23 @@ def _project(blob: bytes) -> DayColumns | None:
     return day
 
 
-_cache: OrderedDict[bytes, DayColumns | None] = OrderedDict()
-_lock = threading.Lock()
-_cached_records = 0
-
-
-def _records(day: DayColumns | None) -> int:
-    return 0 if day is None else len(day.ts_ms)
+_cache: WeighedCache[bytes, DayColumns | None] = WeighedCache(CACHE_DAYS, CACHE_RECORDS)
 
 
 def project(blob: bytes) -> DayColumns | None:
     """A compacted day's columns (None: decode it whole with :func:`collector.disc.decode_day`)."""
     key = hashlib.blake2b(blob, digest_size=20).digest()
-    with _lock:
-        if key in _cache:
-            _cache.move_to_end(key)
-            return _cache[key]
-    global _cached_records
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit[0]
     got = _project(blob)
-    if _records(got) > CACHE_RECORDS:
-        return got  # larger than the whole cache: not kept
-    with _lock:
-        if key not in _cache:
-            _cache[key] = got
-            _cached_records += _records(got)
-        while len(_cache) > CACHE_DAYS or _cached_records > CACHE_RECORDS:
-            _cached_records -= _records(_cache.popitem(last=False)[1])
+    _cache.put(key, got, 0 if got is None else len(got.ts_ms))
     return got
 
 
 def clear_cache() -> None:
     """Forget every projected day (benchmarks and tests that time or check a cold read)."""
-    global _cached_records
-    with _lock:
-        _cache.clear()
-        _cached_records = 0
+    _cache.clear()
 
 
 def day_columns(store: Any, vehicle: str, day: str) -> DayColumns | None:

@@ -16,9 +16,7 @@ Decoded days are kept in a small cache (a page reads a day's events, samples and
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -28,6 +26,7 @@ import zstandard
 
 from collector import disc
 from collector.speed_minutes import row_kmh
+from collector.weighed_cache import WeighedCache
 from protocols.chain import GENESIS, try_hash
 from protocols.records import device_key, ts_to_ms
 
@@ -146,20 +145,15 @@ def last_received(store: Store) -> int | None:
     return max(unpack_received(bytes(rows[0][0])), default=None) if rows else None
 
 
-_cache: OrderedDict[bytes, tuple[list[DayRow], int]] = OrderedDict()  # rows, their bytes
-_cache_lock = threading.Lock()
-_cached_bytes = 0
+_cache: WeighedCache[bytes, list[DayRow]] = WeighedCache(CACHE_DAYS, CACHE_BYTES)
 
 
 def decode_rows(blob: bytes, received: bytes) -> list[DayRow]:
     """A day's blob and arrival times → its rows, in stored order."""
     key = hashlib.blake2b(blob + b"\0" + received, digest_size=20).digest()
-    global _cached_bytes
-    with _cache_lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit[0]
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit[0]
     decoded = disc.decode_records(blob)
     arrived = unpack_received(received)
     out = []
@@ -172,15 +166,7 @@ def decode_rows(blob: bytes, received: bytes) -> list[DayRow]:
             ms = stamps[ts] = ts_to_ms(ts)
         out.append(DayRow(ms, int(rec.get("seq") or 0), str(rec.get("agent")),
                           str(rec.get("kind")), rec.get("device_seq"), received_ms, text))
-    size = sum(map(len, map(_text, out))) + ROW_BYTES * len(out)
-    if size > CACHE_BYTES:
-        return out  # larger than the whole cache: not kept
-    with _cache_lock:
-        if key not in _cache:
-            _cache[key] = (out, size)
-            _cached_bytes += size
-        while len(_cache) > CACHE_DAYS or _cached_bytes > CACHE_BYTES:
-            _cached_bytes -= _cache.popitem(last=False)[1][1]
+    _cache.put(key, out, sum(map(len, map(_text, out))) + ROW_BYTES * len(out))
     return out
 
 
@@ -190,10 +176,7 @@ def _text(row: DayRow) -> str:
 
 def clear_cache() -> None:
     """Forget every decoded day (benchmarks and tests that time or check a cold read)."""
-    global _cached_bytes
-    with _cache_lock:
-        _cache.clear()
-        _cached_bytes = 0
+    _cache.clear()
 
 
 def day_rows(store: Store, day: DiscDay, query: bool = False) -> list[DayRow]:
