@@ -460,3 +460,32 @@ def test_a_bundle_looks_for_its_outside_records_in_the_nearest_days_first(
     far = outside_links(store, BUS, chains, present, ts_to_ms("2026-11-26T12:00:00Z"))
     assert far == near
     assert decoded == ["2026-11-27", "2026-11-28"]
+
+
+def test_a_compacted_day_whose_folded_links_miss_the_agent_is_not_decoded(
+        store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Links folded into the compacted days name agent a1 only: seqs of another agent are not
+    looked for in them (nothing decoded), and a1's are."""
+    from collector.bundle_links import _packed
+
+    key, _ = _signed(tmp_path)
+    records = _records()
+    _ingest(store, records, key)
+    _verified(store, tmp_path)
+    _compact(store)
+    days = store_disc.days(store, BUS)
+    assert [sorted(store_disc.folded_ends(store, d) or {}) for d in days] == [[AGENT], [AGENT]]
+    decoded: list[str] = []
+    day_rows = store_disc.day_rows
+
+    def counted(store_: Store, day: store_disc.DiscDay, query: bool = False) -> Any:
+        decoded.append(day.day)
+        return day_rows(store_, day, query)
+
+    monkeypatch.setattr(store_disc, "day_rows", counted)
+    assert _packed(store, BUS, "another-agent", {5, 20}) == {}
+    assert decoded == []
+    found = _packed(store, BUS, AGENT, {20})
+    assert list(found) == [20]
+    assert found[20][2] == records[19]["ts"]
+    assert decoded == ["2026-11-27", "2026-11-28"]
