@@ -10,9 +10,7 @@ import base64
 import hashlib
 import io
 import json
-import os
 import re
-import tempfile
 import time
 import zipfile
 
@@ -23,6 +21,7 @@ from protocols import identity
 from protocols.canonical import canonical
 from tests.pages.conftest import Server
 from tests.pages.fleet import AZUL, DAY, VERDE
+from tests.services import unnamed_files
 
 SP_CLEAN_RECORDS = 13_408
 
@@ -102,19 +101,6 @@ def test_the_disc_page_links_the_bundle_of_its_day(server: Server) -> None:
         assert client.get("/disco/FRT1A01/pacote?dia=9999-12-31").status_code == 400
 
 
-def _open_temporary_files() -> int:
-    # a spooled bundle past its memory is an unnamed temporary file (O_TMPFILE, or unlinked at
-    # once): its descriptor reads "(deleted)"; the stores' files under the test's folder do not
-    out = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            continue
-        out += target.startswith(tempfile.gettempdir()) and target.endswith("(deleted)")
-    return out
-
-
 def test_a_bundle_larger_than_its_memory_is_sent_from_a_temporary_file(
         signed_server: Server, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past ``export.IN_MEMORY`` a bundle is made in a temporary file and sent from it a chunk
@@ -125,7 +111,7 @@ def test_a_bundle_larger_than_its_memory_is_sent_from_a_temporary_file(
     fiscal = signed_server.token("fiscal")
     url = f"/vehicles/FRT1A01/bundle?since={DAY}&until=2026-03-03"
     in_memory = signed_server.get(url, fiscal)
-    before = _open_temporary_files()
+    before = unnamed_files()
     monkeypatch.setattr(export, "IN_MEMORY", 4096)
     monkeypatch.setattr(export, "CHUNK", 10_000)
     spilled = signed_server.get(url, fiscal)
@@ -138,6 +124,6 @@ def test_a_bundle_larger_than_its_memory_is_sent_from_a_temporary_file(
     assert zf.read("records.jsonl") == kept.read("records.jsonl")
     # closed by the response's last read, which may finish just after the client has it all
     deadline = time.monotonic() + 10
-    while _open_temporary_files() != before and time.monotonic() < deadline:
+    while unnamed_files() != before and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _open_temporary_files() == before
+    assert unnamed_files() == before

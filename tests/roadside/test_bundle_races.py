@@ -29,6 +29,7 @@ from protocols.records import ts_to_ms
 from tests.pages.conftest import fleet_signer
 from tests.pages.fleet import OPERATORS, _render, write_registry
 from tests.roadside.bundles import chained_store
+from tests.services import unnamed_files
 
 FISCAL = Token("t1", "fiscal", None, "2026-03-05T00:00:00.000Z", "x")
 # 2026-03-02 in America/Sao_Paulo (UTC-3)
@@ -220,3 +221,29 @@ def test_frota_verify_does_not_read_a_file_larger_than_any_bundle(
     monkeypatch.setattr(Path, "read_bytes", never)
     assert main(["verify", str(path)]) == 3
     assert "too large to check" in capsys.readouterr().out
+
+
+def test_a_bundle_past_its_memory_is_a_temporary_file_that_verifies(
+        web: Web, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``export.IN_MEMORY`` the ZIP is written to an unnamed temporary file (not held in
+    memory): the same records, intact, and the file gone once closed."""
+    signer, ca = _signer()
+    whole = export.bundle(web, FISCAL, "FRT1A01", DAY_LO, DAY_HI, signer, NOW)
+    monkeypatch.setattr(export, "IN_MEMORY", 4096)
+    before = unnamed_files()
+    made = export.bundle_file(web, FISCAL, "FRT1A01", DAY_LO, DAY_HI, signer, NOW)
+    try:
+        assert unnamed_files() == before + 1  # (held in memory, it would have none)
+        data = made.read()
+    finally:
+        made.close()
+    assert unnamed_files() == before
+    assert len(data) > 4096
+    report = check_bundle(data, ca)
+    assert report.intact, report.problems
+    assert _records_of(data) == _records_of(whole)
+
+
+def _records_of(bundle: bytes) -> bytes:
+    return zipfile.ZipFile(io.BytesIO(bundle)).read("records.jsonl")
+
