@@ -102,7 +102,6 @@ def bundle_file(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
     the last bundle for the second: a link inside the period that stays is the store's own,
     and the bundle says so)."""
     check_period(since_ms, until_ms)
-    compacted = False
     for attempt in range(TRIES):
         before = store_disc.days(web.store, vehicle, since_ms, until_ms)
         # returned open (the caller closes it); typeshed's SpooledTemporaryFile is no BinaryIO
@@ -113,7 +112,7 @@ def bundle_file(web: Web, user: Any, vehicle: str, since_ms: int, until_ms: int,
         except BaseException:
             out.close()
             raise
-        if (not compacted and whole) or (attempt == TRIES - 1 and not compacted):
+        if not compacted and (whole or attempt == TRIES - 1):  # the last try's link stays
             out.seek(0)
             return out
         out.close()
